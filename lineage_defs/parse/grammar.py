@@ -1,0 +1,776 @@
+"""The annotation grammar (SPEC section 2): comment lines → a frozen ``Header``.
+
+Strict: an unknown keyword, option or value, or a malformed line, is an
+``AnnotationError`` with ``file:line:col``, the quoted line, a caret and a fix.
+``parse_header`` collects every error of a file instead of stopping at the first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from lineage_defs import uris
+from lineage_defs.errors import AnnotationError, Location, did_you_mean
+from lineage_defs.parse.header import CommentLine, leading_comments
+from lineage_defs.parse.model import (
+    ColumnDecl,
+    ColumnSource,
+    DataTest,
+    Freshness,
+    Header,
+    Kafka,
+    Materialize,
+    Partitioning,
+    Retry,
+    Schedule,
+    Upstream,
+    Webhook,
+)
+
+KEYWORDS = (
+    "pipeline", "on", "mute", "trigger", "debounce", "partitioned", "materialize",
+    "data_test", "column", "macros", "use", "freshness", "retry", "tag", "owner",
+    "pool", "dialect",
+)
+ALIASES = {"test": "data_test", "unique_key": "unique_key", "append": "append"}
+PARTITION_KINDS = ("daily", "hourly", "weekly", "monthly", "dynamic")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
+_UNITS = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_TOKEN = re.compile(
+    r'(?P<opt>[A-Za-z_][\w-]*=(?:"(?:[^"\\]|\\.)*"|[^\s"]*))|(?P<q>"(?:[^"\\]|\\.)*")|(?P<w>\S+)'
+)
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_URI_HINT = re.compile(r"\b(?:" + "|".join(uris.KINDS) + r")://")
+_PARTITION_FROM = re.compile(r"^(timestamp|key|header:[^\s]+|json:\$[^\s]*)$")
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str  # as written (quotes included)
+    start: int  # 0-based offset in the annotation content
+    key: str | None = None  # for k=v options
+    value: str = ""  # unquoted value (or the word itself)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.text)
+
+
+def tokenize(content: str) -> list[Token]:
+    out = []
+    for m in _TOKEN.finditer(content):
+        text = m.group(0)
+        if m.lastgroup == "opt":
+            k, _, v = text.partition("=")
+            out.append(Token(text, m.start(), k, _unquote(v)))
+        elif m.lastgroup == "q":
+            out.append(Token(text, m.start(), None, _unquote(text)))
+        else:
+            out.append(Token(text, m.start(), None, text))
+    return out
+
+
+def _unquote(v: str) -> str:
+    if len(v) >= 2 and v[0] == '"' and v[-1] == '"':
+        return re.sub(r"\\(.)", r"\1", v[1:-1])
+    return v
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds for ``30``, ``30s``, ``5m``, ``2h``, ``1d``; None if malformed."""
+    m = _DURATION.match(text)
+    if not m:
+        return None
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def is_annotation(content: str) -> bool:
+    """True when a comment line is (or tries to be) an annotation, not prose."""
+    first = content.split(None, 1)[0] if content.strip() else ""
+    if first in KEYWORDS or first in ALIASES:
+        return True
+    if not re.fullmatch(r"[a-z_]+", first):
+        return False
+    rest = content[len(first):]
+    if len(first) >= 4 and did_you_mean(first, (*KEYWORDS, *ALIASES), cutoff=0.8):
+        return True
+    return bool(re.search(r"(^|\s)[a-z_]+=", rest) or _URI_HINT.search(rest))
+
+
+@dataclass
+class _Builder:
+    """Mutable accumulator for one header; frozen into ``Header`` at the end."""
+
+    path: str
+    language: str
+    errors: list[AnnotationError] = field(default_factory=list)
+    values: dict[str, object] = field(default_factory=dict)
+    lists: dict[str, list[object]] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)  # singleton keyword → line
+    prose: list[str] = field(default_factory=list)
+    alias_key: tuple[tuple[str, ...], Location] | None = None
+    alias_append: Location | None = None
+
+    def add(self, name: str, value: object) -> None:
+        self.lists.setdefault(name, []).append(value)
+
+
+class _Line:
+    """One annotation line being parsed: tokens plus error helpers."""
+
+    def __init__(self, b: _Builder, cl: CommentLine) -> None:
+        self.b = b
+        self.cl = cl
+        self.tokens = tokenize(cl.content)
+
+    def loc(self, start: int = 0, width: int = 1) -> Location:
+        return Location(self.b.path, self.cl.line, self.cl.offset + start + 1, self.cl.raw, max(width, 1))
+
+    def error(self, tok: Token | None, message: str, fix: str | None = None) -> None:
+        if tok is None:  # point just past the end of the line
+            loc = self.loc(len(self.cl.content), 1)
+        else:
+            loc = self.loc(tok.start, len(tok.text))
+        self.b.errors.append(AnnotationError(message, loc, fix))
+
+    def options(
+        self,
+        toks: list[Token],
+        allowed: dict[str, Callable[[Token], object | None]],
+        flags: tuple[str, ...] = (),
+        what: str = "",
+    ) -> dict[str, object] | None:
+        """Parse k=v options and bare flags; every other token is an error."""
+        out: dict[str, object] = {}
+        ok = True
+        for t in toks:
+            if t.key is None:
+                if t.text in flags:
+                    out[t.text] = True
+                    continue
+                if t.text.startswith('"') and not (len(t.text) > 1 and t.text.endswith('"')):
+                    self.error(t, "unterminated quote", 'close the value with "')
+                else:
+                    guess = did_you_mean(t.text, (*allowed, *flags))
+                    fix = f"did you mean '{guess}'?" if guess else _options_fix(allowed, flags, what)
+                    self.error(t, f"unexpected '{t.text}'{' in ' + what if what else ''}", fix)
+                ok = False
+                continue
+            if t.key not in allowed:
+                guess = did_you_mean(t.key, allowed)
+                fix = f"did you mean '{guess}'?" if guess else _options_fix(allowed, flags, what)
+                self.error(Token(t.key, t.start), f"unknown option '{t.key}'", fix)
+                ok = False
+                continue
+            if t.key in out:
+                self.error(t, f"option '{t.key}' given twice", "keep one")
+                ok = False
+                continue
+            if t.value.startswith('"'):
+                self.error(t, "unterminated quote", 'close the value with "')
+                ok = False
+                continue
+            value = allowed[t.key](t)
+            if value is None:
+                ok = False
+                continue
+            out[t.key] = value
+        return out if ok else None
+
+    # value checkers: return the parsed value, or report and return None
+    def duration(self, t: Token) -> float | None:
+        v = parse_duration(t.value)
+        if v is None:
+            at = Token(t.value, t.end - len(t.value)) if t.key else t
+            self.error(at, f"bad duration '{t.value}'", "write seconds or 30s, 5m, 2h, 1d")
+        return v
+
+    def integer(self, t: Token) -> int | None:
+        if re.fullmatch(r"\d+", t.value):
+            return int(t.value)
+        self.error(Token(t.value, t.end - len(t.value)) if t.key else t, f"'{t.value}' is not a whole number", "write e.g. 100")
+        return None
+
+    def choice(self, choices: tuple[str, ...]) -> Callable[[Token], str | None]:
+        def check(t: Token) -> str | None:
+            if t.value in choices:
+                return t.value
+            guess = did_you_mean(t.value, choices)
+            at = Token(t.value, t.end - len(t.value)) if t.key else t
+            self.error(at, f"bad value '{t.value}'", f"did you mean '{guess}'?" if guess else f"use one of {'|'.join(choices)}")
+            return None
+
+        return check
+
+    def text(self, t: Token) -> str | None:
+        if t.value:
+            return t.value
+        self.error(t, f"'{t.key}' needs a value", f'write {t.key}=<value>')
+        return None
+
+    def columns(self, t: Token) -> tuple[str, ...] | None:
+        cols = tuple(c.strip() for c in t.value.split(","))
+        if not t.value or any(not _IDENT.match(c) for c in cols):
+            self.error(t, f"bad column list '{t.value}'", f"write {t.key or 'key'}=col1,col2 (no spaces)")
+            return None
+        return cols
+
+    def tz(self, t: Token) -> str | None:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(t.value)
+            return t.value
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            guess = did_you_mean(t.value, sorted(zoneinfo.available_timezones()))
+            self.error(t, f"unknown time zone '{t.value}'", f"did you mean '{guess}'?" if guess else "use an IANA name like Europe/Berlin")
+            return None
+
+    def uri(self, t: Token | None) -> str | None:
+        if t is None:
+            self.error(None, "missing asset URI", "write e.g. ducklake://main/orders")
+            return None
+        try:
+            return uris.normalize(t.value)
+        except uris.UriError as e:
+            self.error(t, e.message, e.fix)
+            return None
+
+    def partition_from(self, t: Token) -> str | None:
+        if _PARTITION_FROM.match(t.value):
+            return t.value
+        self.error(t, f"bad partition_from '{t.value}'", "use timestamp, key, header:<name> or json:$.path")
+        return None
+
+
+def _options_fix(allowed: dict[str, object], flags: tuple[str, ...], what: str) -> str:
+    names = [f"{k}=" for k in allowed] + list(flags)
+    return f"{what + ' takes ' if what else 'allowed: '}{', '.join(names)}" if names else f"{what or 'this annotation'} takes no arguments"
+
+
+# ---------------------------------------------------------------------------
+# one handler per keyword
+
+
+def _pipeline(ln: _Line, args: list[Token]) -> None:
+    if args:
+        ln.error(args[0], "'pipeline' takes no arguments", "the pipeline is the script's folder; remove the rest")
+    ln.b.values["pipeline"] = True
+
+
+def _macros(ln: _Line, args: list[Token]) -> None:
+    if args:
+        ln.error(args[0], "'macros' takes no arguments", "remove the rest of the line")
+    if ln.b.language != "duckdb":
+        ln.error(Token("macros", 0), "'macros' is for DuckDB SQL scripts", "move the macros into a .sql file")
+    ln.b.values["macros"] = True
+
+
+def _on(ln: _Line, args: list[Token]) -> None:
+    if not args:
+        ln.error(None, "'on' needs an asset URI, 'schedule', 'kafka' or 'webhook'", "write e.g. on ducklake://main/orders")
+        return
+    head, rest = args[0], args[1:]
+    if head.text == "schedule":
+        o = ln.options(rest, {"cron": ln.text, "tz": ln.tz}, what="on schedule")
+        if o is None:
+            return
+        cron = o.get("cron")
+        if not cron:
+            ln.error(None, "'on schedule' needs cron=", 'write on schedule cron="0 6 * * *"')
+            return
+        if not _valid_cron(str(cron)):
+            tok = next(t for t in rest if t.key == "cron")
+            ln.error(tok, f"bad cron expression '{cron}'", 'write five fields, e.g. cron="0 6 * * *"')
+            return
+        ln.b.add("schedules", Schedule(str(cron), o.get("tz"), ln.loc()))  # type: ignore[arg-type]
+    elif head.text == "kafka":
+        o = ln.options(
+            rest,
+            {"topic": ln.text, "connection": ln.text, "group": ln.text, "partition_from": ln.partition_from, "max_batch": ln.integer},
+            what="on kafka",
+        )
+        if o is None:
+            return
+        if "topic" not in o:
+            ln.error(None, "'on kafka' needs topic=", "write on kafka topic=orders")
+            return
+        ln.b.add("kafka", Kafka(str(o["topic"]), str(o.get("connection", "default")), o.get("group"), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
+    elif head.text == "webhook":
+        o = ln.options(rest, {"name": ln.text, "partition_from": ln.partition_from}, what="on webhook")
+        if o is not None:
+            ln.b.add("webhooks", Webhook(o.get("name"), o.get("partition_from"), ln.loc()))  # type: ignore[arg-type]
+    else:
+        if head.key is not None or "://" not in head.text:
+            guess = did_you_mean(head.text, ("schedule", "kafka", "webhook"))
+            if guess:
+                ln.error(head, f"unknown trigger '{head.text}'", f"did you mean '{guess}'?")
+                return
+        uri = ln.uri(head)
+        o = ln.options(rest, {"debounce": ln.duration}, what="on <uri>")
+        if uri and o is not None:
+            ln.b.add("upstreams", Upstream(uri, o.get("debounce"), ln.loc(head.start, len(head.text))))  # type: ignore[arg-type]
+
+
+def _valid_cron(cron: str) -> bool:
+    if cron.startswith("@"):
+        return cron in ("@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@midnight", "@annually")
+    fields = cron.split()
+    return len(fields) == 5 and all(re.fullmatch(r"[\d*/,\-A-Za-z?LW#]+", f) for f in fields)
+
+
+def _mute(ln: _Line, args: list[Token]) -> None:
+    if len(args) == 1 and args[0].text == "all":
+        ln.b.values["mute_all"] = True
+        return
+    if len(args) > 1:
+        ln.error(args[1], "'mute' takes one URI", "write one mute line per asset")
+    uri = ln.uri(args[0] if args else None)
+    if uri:
+        ln.b.add("mutes", uri)
+
+
+def _singleton(ln: _Line, name: str) -> bool:
+    if name in ln.b.seen:
+        ln.error(Token(ln.tokens[0].text, ln.tokens[0].start), f"'{name}' given twice (first on line {ln.b.seen[name]})", "keep one")
+        return False
+    ln.b.seen[name] = ln.cl.line
+    return True
+
+
+def _trigger(ln: _Line, args: list[Token]) -> None:
+    if not _singleton(ln, "trigger"):
+        return
+    if len(args) != 1:
+        ln.error(args[1] if args else None, "'trigger' takes one of any|all|manual", "write e.g. trigger all")
+        return
+    v = ln.choice(("any", "all", "manual"))(args[0])
+    if v:
+        ln.b.values["trigger"] = v
+
+
+def _debounce(ln: _Line, args: list[Token]) -> None:
+    if not _singleton(ln, "debounce"):
+        return
+    if len(args) != 1:
+        ln.error(args[1] if args else None, "'debounce' takes one duration", "write e.g. debounce 5m")
+        return
+    d = ln.duration(args[0])
+    if d is not None:
+        ln.b.values["debounce"] = d
+
+
+def _partitioned(ln: _Line, args: list[Token]) -> None:
+    if not _singleton(ln, "partitioned"):
+        return
+    if not args or args[0].key is not None:
+        ln.error(args[0] if args else None, "'partitioned' needs daily|hourly|weekly|monthly|dynamic", "write e.g. partitioned daily start=2024-01-01")
+        return
+    kind = ln.choice(PARTITION_KINDS)(args[0])
+    if kind is None:
+        return
+    if kind == "dynamic":
+        o = ln.options(args[1:], {"key": ln.text}, what="partitioned dynamic")
+        if o is None:
+            return
+        key = o.get("key")
+        if not key or not str(key).startswith("$"):
+            tok = next((t for t in args if t.key == "key"), None)
+            ln.error(tok, "'partitioned dynamic' needs key=\"$.json.path\"", 'write partitioned dynamic key="$.region"')
+            return
+        ln.b.values["partitioned"] = Partitioning("dynamic", key=str(key), at=ln.loc())
+        return
+
+    def start(t: Token) -> str | None:
+        try:
+            dt.date.fromisoformat(t.value)
+            if len(t.value) == 10:
+                return t.value
+        except ValueError:
+            pass
+        ln.error(t, f"bad start date '{t.value}'", "write start=YYYY-MM-DD")
+        return None
+
+    def fmt(t: Token) -> str | None:
+        try:
+            sample = dt.datetime(2024, 3, 7, 5).strftime(t.value)
+            if dt.datetime.strptime(sample, t.value) and "%" in t.value:
+                return t.value
+        except ValueError:
+            pass
+        ln.error(t, f"bad partition key format '{t.value}'", "write a strftime format, e.g. format=%Y%m%d")
+        return None
+
+    o = ln.options(args[1:], {"tz": ln.tz, "format": fmt, "start": start}, what=f"partitioned {kind}")
+    if o is not None:
+        ln.b.values["partitioned"] = Partitioning(kind, o.get("tz"), o.get("format"), o.get("start"), at=ln.loc())  # type: ignore[arg-type]
+
+
+def _materialize(ln: _Line, args: list[Token]) -> None:
+    if not _singleton(ln, "materialize"):
+        return
+    mode = None
+    if args and args[0].key is None and "://" not in args[0].text:
+        if args[0].text in ("manual", "scd2"):
+            mode, args = args[0].text, args[1:]
+        else:
+            guess = did_you_mean(args[0].text, ("manual", "scd2"))
+            if guess:
+                ln.error(args[0], f"unknown mode '{args[0].text}'", f"did you mean '{guess}'?")
+                return
+    if not args or args[0].key is not None:
+        ln.error(args[0] if args else None, "'materialize' needs the asset URI it writes", "write e.g. materialize ducklake://main/orders")
+        return
+    uri_tok = args[0]
+    uri = ln.uri(uri_tok)
+    o = ln.options(
+        args[1:],
+        {
+            "key": ln.columns,
+            "track": ln.columns,
+            "updated_at": lambda t: ln.columns(t) and t.value,
+            "deletes": ln.choice(("close", "ignore")),
+            "on_schema_change": ln.choice(("warn", "ignore", "fail", "sync")),
+        },
+        flags=("append", "history"),
+        what="materialize",
+    )
+    if uri is None or o is None:
+        return
+    history = bool(o.get("history")) or mode == "scd2"
+    m = Materialize(
+        uri,
+        manual=mode == "manual",
+        key=o.get("key", ()),  # type: ignore[arg-type]
+        append=bool(o.get("append")),
+        history=history,
+        track=o.get("track", ()),  # type: ignore[arg-type]
+        updated_at=o.get("updated_at"),  # type: ignore[arg-type]
+        deletes=str(o.get("deletes", "close")),
+        on_schema_change=str(o.get("on_schema_change", "warn")),
+        at=ln.loc(uri_tok.start, len(uri_tok.text)),
+    )
+    for opt in ("track", "updated_at", "deletes"):
+        if opt in o and not history:
+            tok = next(t for t in args if t.key == opt)
+            ln.error(tok, f"'{opt}=' only applies to history (scd2) targets", "add 'history' or write 'materialize scd2 <uri>'")
+    if m.track and m.updated_at:
+        tok = next(t for t in args if t.key == "updated_at")
+        ln.error(tok, "'track=' and 'updated_at=' are two ways to detect changes", "keep one")
+    if m.manual and (m.key or m.append or m.history):
+        ln.error(args[0], "a manual target is written by the script itself", "drop key=/append/history, or drop 'manual' for a managed write")
+    if uri.startswith("dbt://"):
+        ln.error(uri_tok, "dbt models are built by dbt, not by scripts", "materialize a ducklake://, duckdb://, datatable:// or s3:// asset")
+    ln.b.values["materialize"] = m
+
+
+def _data_test(ln: _Line, args: list[Token]) -> None:
+    if not args:
+        ln.error(None, "'data_test' needs a test", "write unique|not_null|accepted_values|relationships|row_count or a script path")
+        return
+    kind_tok, rest = args[0], args[1:]
+    kind = kind_tok.text
+    sev_opts = {"severity": ln.choice(("warn", "error"))}
+    if kind in ("unique", "not_null"):
+        cols = [t for t in rest if t.key is None]
+        if len(cols) != 1 or not _IDENT.match(cols[0].text):
+            ln.error(cols[1] if len(cols) > 1 else (cols[0] if cols else None), f"'data_test {kind}' takes one column name", f"write data_test {kind} order_id")
+            return
+        o = ln.options([t for t in rest if t.key is not None], sev_opts, what=f"data_test {kind}")
+        if o is not None:
+            ln.b.add("tests", DataTest(kind, column=cols[0].text, severity=str(o.get("severity", "error")), at=ln.loc(kind_tok.start, len(kind_tok.text))))
+    elif kind == "accepted_values":
+        _accepted_values(ln, kind_tok)
+    elif kind == "relationships":
+        _relationships(ln, kind_tok, rest, sev_opts)
+    elif kind == "row_count":
+        o = ln.options(rest, {"min": ln.integer, "max": ln.integer, **sev_opts}, what="data_test row_count")
+        if o is None:
+            return
+        if "min" not in o and "max" not in o:
+            ln.error(kind_tok, "'data_test row_count' needs min= or max=", "write data_test row_count min=1")
+            return
+        if "min" in o and "max" in o and o["min"] > o["max"]:  # type: ignore[operator]
+            ln.error(kind_tok, "row_count min= is above max=", "swap them")
+            return
+        ln.b.add("tests", DataTest("row_count", min=o.get("min"), max=o.get("max"), severity=str(o.get("severity", "error")), at=ln.loc(kind_tok.start, len(kind_tok.text))))  # type: ignore[arg-type]
+    elif kind.endswith(".sql") and kind_tok.key is None:
+        o = ln.options(rest, sev_opts, what="a custom data_test")
+        if o is not None:
+            ln.b.add("tests", DataTest("custom", script=kind, severity=str(o.get("severity", "error")), at=ln.loc(kind_tok.start, len(kind_tok.text))))
+    else:
+        guess = did_you_mean(kind, ("unique", "not_null", "accepted_values", "relationships", "row_count"))
+        ln.error(kind_tok, f"unknown data_test '{kind}'", f"did you mean '{guess}'?" if guess else "use unique, not_null, accepted_values, relationships, row_count or a .sql script path")
+
+
+def _accepted_values(ln: _Line, kind_tok: Token) -> None:
+    content = ln.cl.content
+    m = re.match(r"\s*([A-Za-z_]\w*)\s*=\s*(.*)$", content[kind_tok.end:])
+    if not m:
+        ln.error(Token(content[kind_tok.end:].strip() or kind_tok.text, kind_tok.end + 1), "'data_test accepted_values' needs <column> = <values>", 'write data_test accepted_values status = placed,shipped,"on hold"')
+        return
+    col, rest = m.group(1), m.group(2)
+    rest_start = kind_tok.end + m.start(2)
+    severity = "error"
+    sev = re.search(r"\s+severity=(\S+)\s*$", rest)
+    if sev:
+        if sev.group(1) not in ("warn", "error"):
+            ln.error(Token(sev.group(1), rest_start + sev.start(1)), f"bad value '{sev.group(1)}'", "use one of warn|error")
+            return
+        severity, rest = sev.group(1), rest[: sev.start()]
+    values = []
+    pos = 0
+    for vm in re.finditer(r'\s*("(?:[^"\\]|\\.)*"|[^,"]*)\s*(,|$)', rest):
+        if vm.start() != pos or (vm.group(0) == "" and pos < len(rest)):
+            break
+        raw = vm.group(1).strip()
+        if not raw:
+            ln.error(Token(rest[vm.start():] or ",", rest_start + vm.start()), "empty value in accepted_values", 'remove the extra comma, or quote an empty string as ""')
+            return
+        values.append(_unquote(raw))
+        pos = vm.end()
+        if vm.group(2) == "":
+            break
+    if pos < len(rest):
+        ln.error(Token(rest[pos:], rest_start + pos), "malformed value list", 'separate values with commas and quote values with spaces: a,"b c"')
+        return
+    ln.b.add("tests", DataTest("accepted_values", column=col, values=tuple(values), severity=severity, at=ln.loc(kind_tok.start, len(kind_tok.text))))
+
+
+def _split_column_ref(ln: _Line, tok: Token) -> tuple[str, str] | None:
+    """``<uri>.<col>`` → (uri, col); the column is after the last '.' of the last path part."""
+    text = tok.value.rstrip(",")
+    head, dot, col = text.rpartition(".")
+    if not dot or "/" in col or not _IDENT.match(col) or "://" not in head:
+        ln.error(tok, f"'{text}' is not <asset-uri>.<column>", "write e.g. ducklake://main/customers.customer_id")
+        return None
+    uri = ln.uri(Token(head, tok.start, None, head))
+    return (uri, col) if uri else None
+
+
+def _relationships(ln: _Line, kind_tok: Token, rest: list[Token], sev_opts: dict[str, Callable[[Token], object | None]]) -> None:
+    words = [t for t in rest if t.key is None]
+    if len(words) != 3 or words[1].text != "->" or not _IDENT.match(words[0].text):
+        ln.error(words[0] if words else None, "'data_test relationships' needs <column> -> <asset-uri>.<column>", "write data_test relationships customer_id -> ducklake://main/customers.customer_id")
+        return
+    ref = _split_column_ref(ln, words[2])
+    o = ln.options([t for t in rest if t.key is not None], sev_opts, what="data_test relationships")
+    if ref and o is not None:
+        ln.b.add("tests", DataTest("relationships", column=words[0].text, ref_uri=ref[0], ref_column=ref[1], severity=str(o.get("severity", "error")), at=ln.loc(words[2].start, len(words[2].text))))
+
+
+def _column(ln: _Line, args: list[Token]) -> None:
+    if len(args) < 3 or args[1].text != "<-" or not _IDENT.match(args[0].text):
+        ln.error(args[0] if args else None, "'column' needs <output> <- <asset-uri>.<column>[, ...]", "write column total <- ducklake://main/orders.amount")
+        return
+    sources = []
+    for t in args[2:]:
+        for piece in _split_commas(t):
+            ref = _split_column_ref(ln, piece)
+            if ref is None:
+                return
+            sources.append(ColumnSource(*ref))
+    ln.b.add("columns", ColumnDecl(args[0].text, tuple(sources), ln.loc(args[0].start, len(args[0].text))))
+
+
+def _split_commas(t: Token) -> list[Token]:
+    out, pos = [], 0
+    for part in t.text.split(","):
+        if part:
+            out.append(Token(part, t.start + pos, None, part))
+        pos += len(part) + 1
+    return out
+
+
+def _use(ln: _Line, args: list[Token]) -> None:
+    if len(args) != 1 or not args[0].value.endswith(".sql"):
+        ln.error(args[0] if args else None, "'use' takes the path of a macros .sql script", "write use macros/money.sql")
+        return
+    ln.b.add("uses", args[0].value)
+
+
+def _freshness(ln: _Line, args: list[Token]) -> None:
+    if not _singleton(ln, "freshness"):
+        return
+    if not args or args[0].key is not None:
+        ln.error(args[0] if args else None, "'freshness' needs a duration", "write freshness 1d warn=12h")
+        return
+    fail = ln.duration(args[0])
+    o = ln.options(args[1:], {"warn": ln.duration}, what="freshness")
+    if fail is None or o is None:
+        return
+    warn = o.get("warn")
+    if warn is not None and warn >= fail:  # type: ignore[operator]
+        ln.error(next(t for t in args if t.key == "warn"), "warn= must be shorter than the freshness limit", "warn earlier than you fail, e.g. freshness 1d warn=12h")
+        return
+    ln.b.values["freshness"] = Freshness(fail, warn)  # type: ignore[arg-type]
+
+
+def _retry(ln: _Line, args: list[Token]) -> None:
+    if not _singleton(ln, "retry"):
+        return
+    words = [t for t in args if t.key is None]
+    if not words or len(words) > 2:
+        ln.error(words[2] if len(words) > 2 else None, "'retry' needs a count and an optional delay", "write retry 3 30s backoff=exponential")
+        return
+    n = ln.integer(words[0])
+    delay = ln.duration(words[1]) if len(words) == 2 else None
+    o = ln.options([t for t in args if t.key is not None], {"backoff": ln.choice(("exponential", "linear"))}, what="retry")
+    if n is None or (len(words) == 2 and delay is None) or o is None:
+        return
+    ln.b.values["retry"] = Retry(n, delay, o.get("backoff") == "exponential")
+
+
+def _simple(name: str, pattern: re.Pattern[str], example: str, singleton: bool = False) -> Callable[[_Line, list[Token]], None]:
+    def handle(ln: _Line, args: list[Token]) -> None:
+        if singleton and not _singleton(ln, name):
+            return
+        if len(args) != 1 or args[0].key is not None and name != "owner":
+            ln.error(args[1] if len(args) > 1 else (args[0] if args else None), f"'{name}' takes one value", f"write {example}")
+            return
+        if not pattern.match(args[0].value):
+            ln.error(args[0], f"bad {name} '{args[0].value}'", f"write {example}")
+            return
+        if singleton:
+            ln.b.values[name] = args[0].value
+        else:
+            ln.b.add(name, args[0].value)
+
+    return handle
+
+
+def _dialect(ln: _Line, args: list[Token]) -> None:
+    if not _singleton(ln, "dialect"):
+        return
+    if len(args) != 1:
+        ln.error(args[1] if args else None, "'dialect' takes postgres or duckdb", "write dialect postgres")
+        return
+    v = ln.choice(("postgres", "duckdb"))(args[0])
+    if v and ln.b.language not in ("duckdb", "postgres"):
+        ln.error(args[0], "'dialect' is for SQL scripts", "remove it")
+    elif v:
+        ln.b.language = v
+
+
+def _unique_key(ln: _Line, args: list[Token]) -> None:
+    if len(args) != 1:
+        ln.error(args[1] if args else None, "'unique_key' takes a column list", "write unique_key order_id (or key= on materialize)")
+        return
+    cols = ln.columns(args[0])
+    if cols:
+        ln.b.alias_key = (cols, ln.loc(args[0].start, len(args[0].text)))
+
+
+def _append(ln: _Line, args: list[Token]) -> None:
+    if args:
+        ln.error(args[0], "a lone 'append' takes no arguments", "write 'append' on its own, or the append option of materialize")
+        return
+    ln.b.alias_append = ln.loc()
+
+
+_HANDLERS: dict[str, Callable[[_Line, list[Token]], None]] = {
+    "pipeline": _pipeline,
+    "on": _on,
+    "mute": _mute,
+    "trigger": _trigger,
+    "debounce": _debounce,
+    "partitioned": _partitioned,
+    "materialize": _materialize,
+    "data_test": _data_test,
+    "test": _data_test,
+    "column": _column,
+    "macros": _macros,
+    "use": _use,
+    "freshness": _freshness,
+    "retry": _retry,
+    "tag": _simple("tags", _NAME, "tag finance"),
+    "owner": _simple("owners", re.compile(r"^(team:[A-Za-z0-9_\-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$"), "owner data@shop.com or owner team:analytics"),
+    "pool": _simple("pool", _NAME, "pool warehouse", singleton=True),
+    "dialect": _dialect,
+    "unique_key": _unique_key,
+    "append": _append,
+}
+
+
+def parse_header(path: str, text: str, language: str) -> tuple[Header, list[AnnotationError]]:
+    """Parse one script's header; returns the header and every error found.
+
+    >>> h, errs = parse_header("p/x.sql", "-- pipeline\\n-- materialize ducklake://main/x\\nselect 1", "duckdb")
+    >>> h.materialize.uri, errs
+    ('ducklake://main/x', [])
+    """
+    comments, body_line = leading_comments(text, language)
+    b = _Builder(path, language)
+    for cl in comments:
+        if not is_annotation(cl.content):
+            b.prose.append(cl.content)
+            continue
+        ln = _Line(b, cl)
+        word = ln.tokens[0]
+        handler = _HANDLERS.get(word.text)
+        if handler is None:
+            guess = did_you_mean(word.text, (*KEYWORDS, *ALIASES))
+            ln.error(word, f"unknown annotation '{word.text}'", f"did you mean '{guess}'?" if guess else "see the annotation reference in docs/annotations.md")
+            continue
+        # "pipeline=x" style: a keyword glued to an option is malformed
+        if word.key is not None:
+            ln.error(word, f"malformed '{word.text}'", f"write '{word.key} {word.value}'")
+            continue
+        handler(ln, ln.tokens[1:])
+    return _freeze(b, body_line), b.errors
+
+
+def _freeze(b: _Builder, body_line: int) -> Header:
+    v, ls = b.values, b.lists
+    mat = v.get("materialize")
+    if b.alias_key or b.alias_append:
+        if not isinstance(mat, Materialize):
+            at = (b.alias_key[1] if b.alias_key else b.alias_append)
+            b.errors.append(AnnotationError("'unique_key'/'append' need a 'materialize' line", at, "add materialize <uri>, or drop this line"))
+        else:
+            if b.alias_key:
+                if mat.key and mat.key != b.alias_key[0]:
+                    b.errors.append(AnnotationError("'unique_key' disagrees with materialize key=", b.alias_key[1], "keep one of them"))
+                mat = replace(mat, key=b.alias_key[0])
+            if b.alias_append:
+                mat = replace(mat, append=True)
+    part = v.get("partitioned")
+    if isinstance(mat, Materialize):
+        if mat.history and not mat.key:
+            b.errors.append(AnnotationError("a history (scd2) target needs key=", mat.at, "add key=<business key columns>"))
+        if mat.history and part is not None:
+            b.errors.append(AnnotationError("'history' cannot be combined with 'partitioned'", mat.at, "an scd2 table keeps all versions itself: drop 'partitioned', or drop history for a partitioned snapshot"))
+        if b.language == "bash" and not mat.manual:
+            b.errors.append(AnnotationError("a Bash step writes its own output", mat.at, f"write 'materialize manual {mat.uri}'"))
+    prose = "\n".join(b.prose).strip()
+    return Header(
+        path=b.path,
+        language=b.language,
+        is_step=bool(v.get("pipeline")),
+        description=prose,
+        upstreams=tuple(ls.get("upstreams", ())),  # type: ignore[arg-type]
+        schedules=tuple(ls.get("schedules", ())),  # type: ignore[arg-type]
+        kafka=tuple(ls.get("kafka", ())),  # type: ignore[arg-type]
+        webhooks=tuple(ls.get("webhooks", ())),  # type: ignore[arg-type]
+        mutes=tuple(ls.get("mutes", ())),  # type: ignore[arg-type]
+        mute_all=bool(v.get("mute_all")),
+        trigger=str(v.get("trigger", "any")),
+        debounce=v.get("debounce"),  # type: ignore[arg-type]
+        partitioned=part,  # type: ignore[arg-type]
+        materialize=mat,  # type: ignore[arg-type]
+        tests=tuple(ls.get("tests", ())),  # type: ignore[arg-type]
+        columns=tuple(ls.get("columns", ())),  # type: ignore[arg-type]
+        is_macros=bool(v.get("macros")),
+        uses=tuple(ls.get("uses", ())),  # type: ignore[arg-type]
+        freshness=v.get("freshness"),  # type: ignore[arg-type]
+        retry=v.get("retry"),  # type: ignore[arg-type]
+        tags=tuple(ls.get("tags", ())),  # type: ignore[arg-type]
+        owners=tuple(ls.get("owners", ())),  # type: ignore[arg-type]
+        pool=v.get("pool"),  # type: ignore[arg-type]
+        body_line=body_line,
+    )

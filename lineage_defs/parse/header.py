@@ -1,0 +1,60 @@
+"""Find a script's leading comment block: the lines the grammar reads.
+
+Parsing stops at the first line of code. A shebang and a Python coding line
+are skipped; blank lines inside the block are allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_CODING = re.compile(r"^#.*coding[:=]")
+_MARKERS = {"sql": ("--", "//"), "hash": ("#", "//")}
+
+
+@dataclass(frozen=True)
+class CommentLine:
+    line: int  # 1-based
+    offset: int  # 0-based column where the content starts in `raw`
+    content: str  # the comment text without its marker, right-stripped
+    raw: str  # the whole source line
+
+
+def language_of(path: str) -> str | None:
+    """duckdb | postgres | python | bash from the file name, or None."""
+    if path.endswith(".pg.sql"):
+        return "postgres"
+    if path.endswith(".sql"):
+        return "duckdb"
+    if path.endswith(".py"):
+        return "python"
+    if path.endswith(".sh"):
+        return "bash"
+    return None
+
+
+def leading_comments(text: str, language: str) -> tuple[list[CommentLine], int]:
+    """The comment lines of the leading block and the 1-based line of the first code line."""
+    markers = _MARKERS["sql" if language in ("duckdb", "postgres") else "hash"]
+    out: list[CommentLine] = []
+    lines = text.splitlines()
+    for i, raw in enumerate(lines):
+        stripped = raw.strip()
+        if i == 0 and stripped.startswith("#!"):
+            continue
+        if not stripped:
+            continue
+        if language == "python" and i < 2 and _CODING.match(stripped):
+            continue
+        marker = next((m for m in markers if stripped.startswith(m)), None)
+        if marker is None:
+            return out, i + 1
+        start = raw.index(marker) + len(marker)
+        # `---` rulers and `#` banners: drop the extra marker characters.
+        while start < len(raw) and raw[start] == marker[0]:
+            start += 1
+        while start < len(raw) and raw[start] in " \t":
+            start += 1
+        out.append(CommentLine(i + 1, start, raw[start:].rstrip(), raw.rstrip("\n")))
+    return out, len(lines) + 1

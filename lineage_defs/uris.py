@@ -1,0 +1,104 @@
+"""Asset URIs (``kind://path``) and their one-to-one mapping to asset key paths.
+
+Pure: knows nothing of Dagster. ``AssetKey(list(key_path(uri)))`` is the key.
+
+>>> normalize("ducklake:///orders")
+'ducklake://main/orders'
+>>> key_path("s3:///raw/{partition}.json")
+('s3', '_default', 'raw', '{partition}.json')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KINDS = ("ducklake", "duckdb", "datatable", "s3", "dbt")
+DEFAULT_AUTHORITY = {"ducklake": "main", "duckdb": "warehouse"}
+# S3 bucket names cannot hold '_', so this never collides with a real bucket.
+DEFAULT_BUCKET = "_default"
+PARTITION_TOKEN = "{partition}"
+
+
+class UriError(ValueError):
+    """A malformed URI; ``fix`` says how to write it."""
+
+    def __init__(self, message: str, fix: str | None = None, offset: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+        self.offset = offset
+
+
+@dataclass(frozen=True)
+class Uri:
+    kind: str
+    authority: str  # lake, database, connection name, bucket ("" = default storage) or dbt warehouse
+    path: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.kind}://{self.authority}/{'/'.join(self.path)}"
+
+    @property
+    def table(self) -> str:
+        return self.path[-1]
+
+    def key_path(self) -> tuple[str, ...]:
+        authority = self.authority or DEFAULT_BUCKET
+        return (self.kind, authority, *self.path)
+
+    @property
+    def is_parquet(self) -> bool:
+        return self.kind == "s3" and self.path[-1].endswith(".parquet")
+
+
+def parse(text: str) -> Uri:
+    """Parse and validate an asset URI; raises UriError with a fix."""
+    kind, sep, rest = text.partition("://")
+    if not sep:
+        if text in DEFAULT_AUTHORITY:
+            raise UriError(f"'{text}' names a substrate, not a table", f"write {text}://{DEFAULT_AUTHORITY[text]}/<table>")
+        raise UriError(f"'{text}' is not an asset URI", "write kind://path, e.g. ducklake://main/orders")
+    if kind not in KINDS:
+        from lineage_defs.errors import did_you_mean
+
+        guess = did_you_mean(kind, KINDS)
+        fix = f"did you mean '{guess}://{rest}'?" if guess else f"use one of {', '.join(k + '://' for k in KINDS)}"
+        raise UriError(f"unknown URI kind '{kind}'", fix)
+    authority, _, path_text = rest.partition("/")
+    if not authority and kind != "s3":
+        authority = DEFAULT_AUTHORITY.get(kind, "")
+        if not authority:
+            raise UriError(f"{kind}:// needs a name before the path", f"write {kind}://<name>/<table>")
+    parts = tuple(path_text.split("/")) if path_text else ()
+    if not parts or any(p == "" for p in parts):
+        example = {
+            "ducklake": "ducklake://main/orders",
+            "duckdb": "duckdb://warehouse/orders",
+            "datatable": "datatable://crm/customers",
+            "s3": "s3:///raw/orders.parquet",
+            "dbt": "dbt://warehouse/main/orders",
+        }[kind]
+        raise UriError(f"'{text}' has no table or object path", f"write e.g. {example}", offset=len(text))
+    if kind == "dbt" and len(parts) != 2:
+        raise UriError(f"'{text}' must be dbt://<warehouse>/<schema>/<name>", "write e.g. dbt://warehouse/main/orders")
+    if kind in ("ducklake", "duckdb") and len(parts) != 1:
+        raise UriError(f"'{text}' must name exactly one table", f"write {kind}://{authority}/<table>")
+    if any(c.isspace() for c in text):
+        raise UriError(f"'{text}' contains whitespace", "quote nothing inside a URI; remove the spaces")
+    return Uri(kind, authority, parts)
+
+
+def normalize(text: str) -> str:
+    return str(parse(text))
+
+
+def key_path(text: str) -> tuple[str, ...]:
+    return parse(text).key_path()
+
+
+def from_key_path(parts: tuple[str, ...] | list[str]) -> str:
+    """Inverse of ``key_path`` for keys this package made."""
+    kind, authority, *rest = parts
+    if kind == "s3" and authority == DEFAULT_BUCKET:
+        authority = ""
+    return str(Uri(kind, authority, tuple(rest)))
