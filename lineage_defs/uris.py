@@ -5,11 +5,12 @@ Pure: knows nothing of Dagster. ``AssetKey(list(key_path(uri)))`` is the key.
 >>> normalize("ducklake:///orders")
 'ducklake://main/orders'
 >>> key_path("s3:///raw/{partition}.json")
-('s3', '_default', 'raw', '{partition}.json')
+('s3', '_default', 'raw', '__partition__.json')
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 KINDS = ("ducklake", "duckdb", "datatable", "s3", "dbt")
@@ -17,6 +18,11 @@ DEFAULT_AUTHORITY = {"ducklake": "main", "duckdb": "warehouse"}
 # S3 bucket names cannot hold '_', so this never collides with a real bucket.
 DEFAULT_BUCKET = "_default"
 PARTITION_TOKEN = "{partition}"
+# Dagster derives op input/output names from key parts, which allows only
+# [A-Za-z0-9_.-]; the partition token is spelled this way inside keys (and is
+# therefore reserved in URIs) so the mapping stays one-to-one.
+KEY_PARTITION_TOKEN = "__partition__"
+_SAFE_PART = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 class UriError(ValueError):
@@ -44,7 +50,7 @@ class Uri:
 
     def key_path(self) -> tuple[str, ...]:
         authority = self.authority or DEFAULT_BUCKET
-        return (self.kind, authority, *self.path)
+        return (self.kind, authority, *(p.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN) for p in self.path))
 
     @property
     def is_parquet(self) -> bool:
@@ -85,6 +91,12 @@ def parse(text: str) -> Uri:
         raise UriError(f"'{text}' must name exactly one table", f"write {kind}://{authority}/<table>")
     if any(c.isspace() for c in text):
         raise UriError(f"'{text}' contains whitespace", "quote nothing inside a URI; remove the spaces")
+    for part in (authority, *parts):
+        if KEY_PARTITION_TOKEN in part:
+            raise UriError(f"'{KEY_PARTITION_TOKEN}' is reserved in URIs", f"write {PARTITION_TOKEN} for the partition")
+        if part and not _SAFE_PART.match(part.replace(PARTITION_TOKEN, "")):
+            bad = next(c for c in part.replace(PARTITION_TOKEN, "") if not _SAFE_PART.match(c))
+            raise UriError(f"'{text}' contains '{bad}'", "asset URIs may use letters, digits, '_', '.', '-', '/' and the {partition} token")
     return Uri(kind, authority, parts)
 
 
@@ -101,4 +113,4 @@ def from_key_path(parts: tuple[str, ...] | list[str]) -> str:
     kind, authority, *rest = parts
     if kind == "s3" and authority == DEFAULT_BUCKET:
         authority = ""
-    return str(Uri(kind, authority, tuple(rest)))
+    return str(Uri(kind, authority, tuple(p.replace(KEY_PARTITION_TOKEN, PARTITION_TOKEN) for p in rest)))

@@ -1,0 +1,36 @@
+# Quick start: `make demo` (UI on the bundled example) and `make test` (the whole suite).
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+HOST   ?= 127.0.0.1
+PORT   ?= 3000
+EXTRAS ?= postgres,s3,dbt,kafka,dev
+
+export LINEAGE_PIPELINES_DIR ?= $(CURDIR)/examples/pipelines
+export LINEAGE_STATE_DIR     ?= $(CURDIR)/.lineage
+export DAGSTER_HOME          ?= $(CURDIR)/dagster_home
+
+.PHONY: install demo test bench typecheck clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip uv
+	$(VENV)/bin/uv pip install -q -p $(PY) -e '.[$(EXTRAS)]'
+	touch $@
+
+demo: install
+	$(VENV)/bin/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider
+
+typecheck: install
+	$(VENV)/bin/mypy lineage_defs
+
+bench: install
+	$(PY) bench/load.py
+	$(PY) bench/backfill.py
+
+clean:
+	rm -rf .lineage dagster_home/storage dagster_home/history dagster_home/schedules dagster_home/logs

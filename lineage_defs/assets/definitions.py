@@ -1,0 +1,62 @@
+"""Build the Definitions of a pipelines folder: the public entry point."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagster import Definitions
+
+from lineage_defs.assets.factory import all_assets
+from lineage_defs.assets.resources import LineageResource
+from lineage_defs.assets.translator import LineageTranslator
+from lineage_defs.errors import ProjectErrors
+from lineage_defs.plan.project import load_project
+from lineage_defs.plan.spec import Project
+
+log = logging.getLogger("lineage_defs")
+
+
+@dataclass(frozen=True)
+class LineageSettings:
+    """How a folder is loaded. ``on_invalid``: "raise" refuses to load while any error exists; "skip" loads the valid scripts."""
+
+    on_invalid: str = "raise"
+    state_dir: str = ".lineage"
+    use_cache: bool = True
+
+
+def load(pipelines_dir: str | Path, settings: LineageSettings = LineageSettings()) -> Project:
+    cache = Path(settings.state_dir) / "cache" if settings.use_cache else None
+    project = load_project(Path(pipelines_dir), cache_dir=cache)
+    for w in project.warnings:
+        log.warning(w.render())
+    if project.errors:
+        if settings.on_invalid == "raise":
+            raise ProjectErrors(project.errors)
+        for e in project.errors:
+            log.error(e.render())
+        bad = set(project.invalid_paths)
+        steps = tuple(s for s in project.steps if s.path not in bad)
+        produced = {u for s in steps for u in s.outputs}
+        externals = tuple(sorted({d.uri for s in steps for d in s.deps if d.uri not in produced}))
+        project = Project(project.root, steps, externals, project.macros, project.errors, project.warnings, project.invalid_paths)
+    return project
+
+
+def build_definitions(
+    pipelines_dir: str | Path,
+    *,
+    settings: LineageSettings = LineageSettings(),
+    translator: LineageTranslator | None = None,
+    resource: LineageResource | None = None,
+) -> Definitions:
+    """Every annotated script under ``pipelines_dir`` as one Dagster asset graph.
+
+    >>> defs = build_definitions("examples/pipelines")  # doctest: +SKIP
+    """
+    project = load(pipelines_dir, settings)
+    translator = translator or LineageTranslator()
+    resource = resource or LineageResource(pipelines_dir=str(pipelines_dir), state_dir=settings.state_dir)
+    return Definitions(assets=all_assets(project, translator), resources={"lineage": resource})

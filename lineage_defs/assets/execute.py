@@ -1,0 +1,245 @@
+"""Run a step from inside its Dagster op: partition windows in, materializations out.
+
+SQL steps run in-process, a partition range in order, one transaction per
+partition, each partition's materialization or failure reported on its own.
+Python and Bash steps run as Dagster Pipes subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetMaterialization,
+    MaterializeResult,
+    MetadataValue,
+    PipesSubprocessClient,
+    TableColumn,
+    TableSchema,
+    TimeWindowPartitionsDefinition,
+)
+
+from lineage_defs.assets import metadata as md
+from lineage_defs.assets.translator import LineageTranslator
+from lineage_defs.errors import Location, RunError
+from lineage_defs.plan.spec import Project, StepSpec
+from lineage_defs.run.context import PartitionWindow, partition_env, resolve_token
+from lineage_defs.run.sql_step import slice_dict
+from lineage_defs.run.substrates import RunSettings
+
+
+def run_settings(resource: Any) -> RunSettings:
+    return RunSettings(
+        state_dir=os.path.abspath(resource.state_dir),
+        pipelines_dir=os.path.abspath(resource.pipelines_dir),
+        postgres_dsn=resource.postgres_dsn,
+        postgres_dsns={k[len("LINEAGE_PG_DSN_"):].lower(): v for k, v in os.environ.items() if k.startswith("LINEAGE_PG_DSN_")},
+        ducklake_catalog=resource.ducklake_catalog,
+        ducklake_data_path=resource.ducklake_data_path,
+        s3_endpoint_url=resource.s3_endpoint_url,
+        s3_bucket=resource.s3_bucket,
+        s3_region=resource.s3_region,
+        s3_access_key_id=resource.s3_access_key_id,
+        s3_secret_access_key=resource.s3_secret_access_key,
+    )
+
+
+def windows(context: Any) -> list[PartitionWindow | None]:
+    """The partitions this run covers, in order (None for an unpartitioned asset)."""
+    if not context.has_partition_key and not context.has_partition_key_range:
+        return [None]
+    pdef = context.assets_def.partitions_def
+    keys = list(context.partition_keys)
+    if isinstance(pdef, TimeWindowPartitionsDefinition):
+        out: list[PartitionWindow | None] = []
+        for k in keys:
+            tw = pdef.time_window_for_partition_key(k)
+            out.append(PartitionWindow(k, tw.start, tw.end))
+        return out
+    return [PartitionWindow(k) for k in keys]
+
+
+def trigger_of(context: Any) -> str:
+    tags = context.run.tags
+    for tag, label in (("dagster/sensor_name", "sensor"), ("dagster/schedule_name", "schedule"), ("dagster/backfill", "backfill")):
+        if tags.get(tag):
+            return f"{label}:{tags[tag]}"
+    if tags.get("dagster/auto_materialize") or tags.get("dagster/from_automation_condition"):
+        return "automation"
+    return "manual"
+
+
+def _schema_value(schema: list[tuple[str, str]], step: StepSpec, uri: str) -> TableSchema:
+    by_col, _ = md.edges_into(step.uri, step.column_edges)
+    return TableSchema(
+        columns=[
+            TableColumn(name=n, type=t, description="; ".join(f"{e.kind} ← {e.source}" for e in by_col.get(n, [])) or None)
+            for n, t in schema
+        ]
+    )
+
+
+def materialization_metadata(step: StepSpec, translator: LineageTranslator, result: dict[str, Any], trigger: str) -> dict[str, Any]:
+    """Row count, schema, lineage, SQL run, snapshot, partition and trigger of one slice."""
+    meta: dict[str, Any] = {"lineage/trigger": trigger, "lineage/target": result["target"]}
+    if result.get("rows") is not None:
+        meta["dagster/row_count"] = int(result["rows"])
+    if result.get("partition") is not None:
+        meta["lineage/partition"] = result["partition"]
+    if result.get("schema"):
+        meta["dagster/column_schema"] = _schema_value([tuple(c) for c in result["schema"]], step, result["target"])
+    lineage = md.column_lineage(step.uri, step.column_edges, translator.asset_key)
+    if lineage:
+        meta["dagster/column_lineage"] = lineage
+        meta["lineage/column_lineage"] = md.lineage_markdown(step.uri, step.column_edges)
+        meta["lineage/column_edges"] = md.edges_json(step.uri, step.column_edges)
+    if result.get("sql"):
+        meta["lineage/sql"] = MetadataValue.md("```sql\n" + ";\n\n".join(s.strip() for s in result["sql"]) + ";\n```")
+    if result.get("snapshot_id") is not None:
+        meta["lineage/ducklake_snapshot_id"] = int(result["snapshot_id"])
+    if result.get("schema_change"):
+        meta["lineage/schema_change"] = result["schema_change"]
+    if result.get("seconds") is not None:
+        meta["lineage/seconds"] = round(float(result["seconds"]), 4)
+    return meta
+
+
+def _check_results(step: StepSpec, key: Any, per_partition: list[dict[str, Any]]) -> Iterator[AssetCheckResult]:
+    """One result per check for the whole run (checks of a range aggregated)."""
+    by_name: dict[str, list[tuple[str | None, dict[str, Any]]]] = {}
+    for r in per_partition:
+        for c in r.get("checks", []):
+            by_name.setdefault(c["name"], []).append((r.get("partition"), c))
+    for t in step.tests:
+        outcomes = by_name.get(t.name)
+        if not outcomes:
+            continue
+        failed = [(p, c) for p, c in outcomes if not c["passed"]]
+        meta: dict[str, Any] = {"failing_rows": sum(int(c["failing"]) for _, c in failed), "description": outcomes[0][1]["description"]}
+        if failed:
+            meta["samples"] = MetadataValue.json([s for _, c in failed for s in c["samples"]][:20])
+            if any(p for p, _ in failed):
+                meta["failed_partitions"] = MetadataValue.json([p for p, _ in failed])
+        meta["sql"] = MetadataValue.md(f"```sql\n{outcomes[0][1]['sql']}\n```")
+        yield AssetCheckResult(
+            asset_key=key,
+            check_name=t.name,
+            passed=not failed,
+            severity=AssetCheckSeverity.ERROR if t.severity == "error" else AssetCheckSeverity.WARN,
+            metadata=meta,
+        )
+
+
+def execute(context: Any, step: StepSpec, project: Project, translator: LineageTranslator) -> Iterator[Any]:
+    settings = run_settings(context.resources.lineage)
+    wins = windows(context)
+    trigger = trigger_of(context)
+    key = translator.asset_key(step.uri)
+    if step.language in ("duckdb", "postgres"):
+        yield from _execute_sql(context, step, settings, wins, trigger, key, translator)
+    else:
+        yield from _execute_pipes(context, step, settings, wins, trigger, key, translator)
+
+
+def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list[PartitionWindow | None], trigger: str, key: Any, translator: LineageTranslator) -> Iterator[Any]:
+    from lineage_defs.run.sql_step import run_windows
+
+    done: list[dict[str, Any]] = []
+    failed: list[tuple[str | None, BaseException]] = []
+    for r in run_windows(settings, step, wins):
+        d = slice_dict(r)
+        done.append(d)
+        if r.error is not None:
+            failed.append((r.partition, r.error))
+            context.log.error(f"{step.path}{' partition ' + r.partition if r.partition else ''} failed: {r.error}")
+            continue
+        for w in d["warnings"]:
+            context.log.warning(f"{step.path}: {w}")
+        meta = materialization_metadata(step, translator, d, trigger)
+        if len(wins) == 1 and r.partition == (context.partition_key if context.has_partition_key else None):
+            yield MaterializeResult(asset_key=key, metadata=meta)
+        else:
+            yield AssetMaterialization(asset_key=key, partition=r.partition, metadata=meta)
+        for extra in step.outputs[1:]:
+            yield MaterializeResult(asset_key=translator.asset_key(extra), metadata={"lineage/trigger": trigger})
+    yield from _check_results(step, key, done)
+    if failed:
+        first = failed[0][1]
+        names = ", ".join(p or "(unpartitioned)" for p, _ in failed)
+        if len(failed) == 1 and isinstance(first, RunError):
+            raise first
+        raise RunError(f"{len(failed)} of {len(wins)} partitions failed: {names}; first error: {first}", Location(step.path), "fix the failing partitions and re-run them; the others are materialized")
+
+
+def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: list[PartitionWindow | None], trigger: str, key: Any, translator: LineageTranslator) -> Iterator[Any]:
+    if len(wins) != 1:
+        raise RunError("Python and Bash steps run one partition per run", Location(step.path), "launch the backfill with one run per partition")
+    window = wins[0]
+    script = Path(settings.pipelines_dir) / step.path
+    target = resolve_token(step.uri, window)
+    with tempfile.TemporaryDirectory(prefix="lineage-step-") as tmp:
+        result_file = Path(tmp) / "result.json"
+        env = {
+            **settings.to_env(),
+            **partition_env(window),
+            "LINEAGE_STEP_PATH": step.path,
+            "LINEAGE_TARGET": target,
+            "LINEAGE_RESULT_FILE": str(result_file),
+            "LINEAGE_WRITE": json.dumps(_write_spec(step)),
+            "PYTHONUNBUFFERED": "1",
+        }
+        if target.startswith("s3://"):
+            loc = settings.object_location(target)
+            env["LINEAGE_OUTPUT_PATH"] = loc
+            if not loc.startswith("s3://"):
+                Path(loc).parent.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, str(script)] if step.language == "python" else ["bash", str(script)]
+        try:
+            invocation = PipesSubprocessClient(cwd=str(script.parent)).run(command=command, context=context, env=env)
+        except Exception:
+            # a blocking data test rolled the write back: still report the checks
+            if result_file.exists():
+                yield from _check_results(step, key, [json.loads(result_file.read_text())])
+            raise
+        reported = [r for r in invocation.get_results()]
+        written = json.loads(result_file.read_text()) if result_file.exists() else None
+    user_meta: dict[str, Any] = {}
+    for r in reported:
+        if isinstance(r, MaterializeResult):
+            user_meta.update(r.metadata or {})
+        else:
+            yield r
+    result = written or _observe(settings, target, window)
+    user_meta.update((written or {}).get("reported") or {})
+    meta = {**materialization_metadata(step, translator, result, trigger), **user_meta}
+    yield from _check_results(step, key, [result])
+    yield MaterializeResult(asset_key=key, metadata=meta)
+
+
+def _write_spec(step: StepSpec) -> dict[str, Any]:
+    m = step.materialize
+    return {
+        "uri": step.uri,
+        "strategy": step.strategy,
+        "path": step.path,
+        "key": list(m.key) if m else [],
+        "track": list(m.track) if m else [],
+        "updated_at": m.updated_at if m else None,
+        "deletes": m.deletes if m else "close",
+        "on_schema_change": m.on_schema_change if m else "warn",
+    }
+
+
+def _observe(settings: RunSettings, target: str, window: PartitionWindow | None) -> dict[str, Any]:
+    """What a manual step left behind: row count and schema of its target."""
+    from lineage_defs.run.observe import observe
+
+    return observe(settings, target, window)

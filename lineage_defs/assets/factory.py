@@ -1,0 +1,183 @@
+"""StepSpecs → Dagster assets, checks and external assets."""
+
+from __future__ import annotations
+
+import datetime as dt
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dagster import (
+    AssetCheckSpec,
+    AssetDep,
+    AssetKey,
+    AssetsDefinition,
+    AssetSpec,
+    Backoff,
+    BackfillPolicy,
+    FreshnessPolicy,
+    PartitionsDefinition,
+    RetryPolicy,
+    multi_asset,
+)
+from dagster._core.definitions.metadata.source_code import CodeReferencesMetadataValue, LocalFileCodeReference
+
+from lineage_defs import uris
+from lineage_defs.assets import metadata as md
+from lineage_defs.assets.partitions import partition_mapping, partitions_def
+from lineage_defs.assets.translator import LineageTranslator
+from lineage_defs.plan.spec import Project, StepSpec
+
+_URI_KINDS = {"ducklake": "ducklake", "duckdb": "duckdb", "datatable": "postgres", "s3": "s3", "dbt": "dbt"}
+
+
+def check_specs(step: StepSpec, key: AssetKey, translator: LineageTranslator) -> list[AssetCheckSpec]:
+    out = []
+    for t in step.tests:
+        extra = [translator.asset_key(t.ref_uri)] if t.kind == "relationships" and t.ref_uri else []
+        desc = {
+            "unique": f"{t.column} is unique in the written slice",
+            "not_null": f"{t.column} has no nulls in the written slice",
+            "accepted_values": f"{t.column} in ({', '.join(t.values)})",
+            "relationships": f"{t.column} → {t.ref_uri}.{t.ref_column}",
+            "row_count": f"row count in [{t.min if t.min is not None else '-∞'}, {t.max if t.max is not None else '∞'}]",
+            "custom": f"{t.script} returns no rows",
+        }[t.kind]
+        out.append(
+            AssetCheckSpec(
+                name=t.name,
+                asset=key,
+                description=f"{desc} (severity={t.severity})",
+                blocking=t.severity == "error",
+                additional_deps=extra,
+            )
+        )
+    return out
+
+
+def _asset_metadata(step: StepSpec, uri: str, root: Path, translator: LineageTranslator) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "lineage/uri": uri,
+        "lineage/script": step.path,
+        "lineage/strategy": step.strategy,
+    }
+    with warnings.catch_warnings():  # code references are a beta API; the UI links the script with them
+        warnings.simplefilter("ignore")
+        meta["dagster/code_references"] = CodeReferencesMetadataValue(
+            code_references=[LocalFileCodeReference(file_path=str(root / step.path), line_number=1)]
+        )
+    if uri != step.uri:
+        return meta
+    table = md.table_name(uri)
+    if table:
+        meta["dagster/table_name"] = table
+    schema = md.column_schema(uri, step.output_columns, step.column_edges)
+    if schema:
+        meta["dagster/column_schema"] = schema
+    lineage = md.column_lineage(uri, step.column_edges, translator.asset_key)
+    if lineage:
+        meta["dagster/column_lineage"] = lineage
+    table_md = md.lineage_markdown(uri, step.column_edges)
+    if table_md:
+        meta["lineage/column_lineage"] = table_md
+    return meta
+
+
+def step_assets(
+    step: StepSpec,
+    project: Project,
+    pdefs: Mapping[str, PartitionsDefinition | None],
+    translator: LineageTranslator,
+) -> AssetsDefinition:
+    root = Path(project.root)
+    pdef = pdefs.get(step.uri)
+    deps = []
+    for d in step.deps:
+        mapping = partition_mapping(pdefs.get(d.uri), pdef)
+        deps.append(AssetDep(translator.asset_key(d.uri), partition_mapping=mapping))
+    freshness = None
+    if step.freshness:
+        f = step.freshness
+        freshness = FreshnessPolicy.time_window(
+            fail_window=dt.timedelta(seconds=f.fail_after),
+            warn_window=dt.timedelta(seconds=f.warn_after) if f.warn_after else None,
+        )
+    kinds = set(step.kinds)
+    tags = {t: "" for t in step.tags}
+    specs = [
+        AssetSpec(
+            key=translator.asset_key(uri),
+            deps=deps,
+            description=translator.description(step),
+            group_name=translator.group_name(step),
+            metadata=_asset_metadata(step, uri, root, translator),
+            kinds=kinds,
+            tags=tags,
+            owners=list(step.owners),
+            partitions_def=pdef,
+            freshness_policy=freshness,
+            # outputs are reported per partition (a failed partition in a range
+            # run must not be recorded as materialized), so none is required
+            skippable=True,
+        )
+        for uri in step.outputs
+    ]
+    retry = None
+    if step.retry:
+        r = step.retry
+        retry = RetryPolicy(max_retries=r.max_retries, delay=r.delay, backoff=Backoff.EXPONENTIAL if r.exponential else None)
+    # SQL steps can take a partition range in one run (one transaction per partition).
+    backfill = BackfillPolicy.single_run() if pdef is not None and step.language in ("duckdb", "postgres") and step.partitioning and step.partitioning.kind != "dynamic" else None
+
+    @multi_asset(
+        name=step.name,
+        specs=specs,
+        check_specs=check_specs(step, specs[0].key, translator),
+        partitions_def=pdef,
+        retry_policy=retry,
+        pool=step.pool,
+        backfill_policy=backfill,
+        op_tags={"lineage/script": step.path},
+        required_resource_keys={"lineage"},
+    )
+    def _compute(context):  # type: ignore[no-untyped-def]
+        from lineage_defs.assets.execute import execute
+
+        yield from execute(context, step, project, translator)
+
+    return _compute
+
+
+def external_specs(project: Project, translator: LineageTranslator) -> list[AssetSpec]:
+    out = []
+    for uri in project.externals:
+        kind = uri.split("://", 1)[0]
+        out.append(
+            AssetSpec(
+                key=translator.asset_key(uri),
+                group_name=translator.external_group_name(uri),
+                description=f"External: read by the pipelines but produced by none of them ({uri}).",
+                kinds={_URI_KINDS[kind]},
+                metadata={"lineage/uri": uri},
+            )
+        )
+    return out
+
+
+def all_assets(project: Project, translator: LineageTranslator) -> list[AssetsDefinition | AssetSpec]:
+    pdefs = {}
+    for s in project.steps:
+        pdef = partitions_def(s.partitioning, s.name)
+        for u in s.outputs:
+            pdefs[u] = pdef
+    assets: list[AssetsDefinition | AssetSpec] = [step_assets(s, project, pdefs, translator) for s in project.steps]
+    assets.extend(external_specs(project, translator))
+    return assets
+
+
+def uri_of(key: AssetKey) -> str:
+    return uris.from_key_path(list(key.path))
+
+
+__all__: Sequence[str] = ["all_assets", "check_specs", "step_assets", "uri_of"]

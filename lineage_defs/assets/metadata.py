@@ -1,0 +1,95 @@
+"""Column schema and column lineage as Dagster metadata, readable in the open-source UI.
+
+The OSS UI does not render ``dagster/column_lineage``, so each column's upstream
+columns (with their kind) also go into the Columns table's descriptions and a
+markdown entry of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from dagster import AssetKey, MetadataValue, TableColumn, TableColumnDep, TableColumnLineage, TableSchema
+
+from lineage_defs.plan.spec import ColumnEdge
+
+KEY_FN = Callable[[str], AssetKey]
+
+
+def edges_into(uri: str, edges: Sequence[ColumnEdge]) -> tuple[dict[str, list[ColumnEdge]], list[ColumnEdge]]:
+    """(edges by output column, scan edges) of the asset ``uri``."""
+    by_col: dict[str, list[ColumnEdge]] = {}
+    scans: list[ColumnEdge] = []
+    for e in edges:
+        if e.target == uri:
+            scans.append(e)
+        elif e.target.startswith(uri + "."):
+            by_col.setdefault(e.target[len(uri) + 1 :], []).append(e)
+    return by_col, scans
+
+
+def column_lineage(uri: str, edges: Sequence[ColumnEdge], key: KEY_FN) -> TableColumnLineage | None:
+    """``dagster/column_lineage``: copy and mod edges only (a scan reaches every column)."""
+    by_col, _ = edges_into(uri, edges)
+    deps = {
+        col: [TableColumnDep(asset_key=key(e.source_uri), column_name=e.source_column) for e in es if e.kind in ("copy", "mod")]
+        for col, es in by_col.items()
+    }
+    deps = {c: d for c, d in deps.items() if d}
+    return TableColumnLineage(deps_by_column=deps) if deps else None
+
+
+def column_schema(
+    uri: str,
+    columns: Sequence[str] | None,
+    edges: Sequence[ColumnEdge],
+    types: Mapping[str, str] | None = None,
+) -> TableSchema | None:
+    """``dagster/column_schema`` whose descriptions carry each column's lineage."""
+    by_col, _ = edges_into(uri, edges)
+    names = list(columns) if columns is not None else list(by_col)
+    if not names:
+        return None
+    return TableSchema(
+        columns=[
+            TableColumn(
+                name=c,
+                type=(types or {}).get(c, "unknown"),
+                description="; ".join(f"{e.kind} ← {e.source}" for e in by_col.get(c, [])) or None,
+            )
+            for c in names
+        ]
+    )
+
+
+def lineage_markdown(uri: str, edges: Sequence[ColumnEdge]) -> MetadataValue | None:
+    """A table of every edge into ``uri`` with its kind; scans listed once for the whole row."""
+    by_col, scans = edges_into(uri, edges)
+    if not by_col and not scans:
+        return None
+    rows = ["| column | kind | from |", "|---|---|---|"]
+    for col in sorted(by_col):
+        for e in by_col[col]:
+            rows.append(f"| `{col}` | {e.kind} | `{e.source}` |")
+    for e in scans:
+        rows.append(f"| *(whole row)* | scan | `{e.source}` |")
+    return MetadataValue.md("\n".join(rows))
+
+
+def edges_json(uri: str, edges: Sequence[ColumnEdge]) -> MetadataValue:
+    by_col, scans = edges_into(uri, edges)
+    flat = [e for es in by_col.values() for e in es] + scans
+    return MetadataValue.json([{"from": e.source, "to": e.target, "kind": e.kind} for e in flat])
+
+
+def table_name(uri: str) -> str | None:
+    """How SQL steps name the table (``dagster/table_name``)."""
+    kind, _, rest = uri.partition("://")
+    auth, _, path = rest.partition("/")
+    if kind == "ducklake" and auth == "main":
+        return f"lake.main.{path}"
+    if kind == "duckdb" and auth == "warehouse":
+        return f"warehouse.main.{path}"
+    if kind == "datatable":
+        return f"{auth}.{path.replace('/', '.')}"
+    return None

@@ -1,0 +1,59 @@
+"""`partitioned ...` → Dagster PartitionsDefinition, and dep partition mappings. Pure."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from dagster import (
+    AllPartitionMapping,
+    DailyPartitionsDefinition,
+    DynamicPartitionsDefinition,
+    HourlyPartitionsDefinition,
+    MonthlyPartitionsDefinition,
+    PartitionMapping,
+    PartitionsDefinition,
+    TimeWindowPartitionMapping,
+    TimeWindowPartitionsDefinition,
+    WeeklyPartitionsDefinition,
+)
+
+from lineage_defs.parse.model import Partitioning
+
+# Without start=, partitions begin here: old enough for typical history, small enough to list fast.
+DEFAULT_START = "2024-01-01"
+
+_TIME = {
+    "hourly": HourlyPartitionsDefinition,
+    "daily": DailyPartitionsDefinition,
+    "weekly": WeeklyPartitionsDefinition,
+    "monthly": MonthlyPartitionsDefinition,
+}
+
+
+def partitions_def(p: Partitioning | None, dynamic_name: str) -> PartitionsDefinition | None:
+    """>>> partitions_def(Partitioning("daily", start="2024-05-01"), "x").start.date().isoformat()
+    '2024-05-01'
+    """
+    if p is None:
+        return None
+    if p.kind == "dynamic":
+        return DynamicPartitionsDefinition(name=dynamic_name)
+    start = dt.datetime.fromisoformat(p.start or DEFAULT_START)
+    return _TIME[p.kind](start_date=start, timezone=p.tz, fmt=p.format)
+
+
+def partition_mapping(upstream: PartitionsDefinition | None, downstream: PartitionsDefinition | None) -> PartitionMapping | None:
+    """The mapping for an upstream→downstream edge; None where Dagster's default is right.
+
+    Time to time (daily feeding monthly, hourly feeding daily): the overlapping
+    windows. Unpartitioned on either side: Dagster's default (all partitions).
+    Two different non-time definitions: every upstream partition feeds each
+    downstream one.
+    """
+    if upstream is None or downstream is None:
+        return None
+    if isinstance(upstream, TimeWindowPartitionsDefinition) and isinstance(downstream, TimeWindowPartitionsDefinition):
+        return TimeWindowPartitionMapping()
+    if upstream == downstream:
+        return None
+    return AllPartitionMapping()

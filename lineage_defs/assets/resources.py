@@ -1,0 +1,27 @@
+"""The one Dagster resource: where state lives and how to reach each substrate.
+
+Every field defaults from the environment when the code location is built
+(``lineage_defs.definitions``), never at import.
+"""
+
+from __future__ import annotations
+
+from dagster import ConfigurableResource
+
+
+class LineageResource(ConfigurableResource):
+    """Connections for the runtime. Set in code or via LINEAGE_* environment variables."""
+
+    pipelines_dir: str
+    state_dir: str = ".lineage"
+    # PostgreSQL DSN for datatable:// assets; per-name override: LINEAGE_PG_DSN_<NAME>.
+    postgres_dsn: str | None = None
+    # DuckLake catalog: default is a DuckDB file under state_dir/lake.
+    ducklake_catalog: str | None = None  # e.g. "postgres:dbname=lake host=..."
+    ducklake_data_path: str | None = None  # e.g. "s3://bucket/lake/"
+    # S3: default object storage is state_dir/objects.
+    s3_endpoint_url: str | None = None
+    s3_bucket: str | None = None  # the default bucket for s3:///<key>
+    s3_region: str | None = None
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None

@@ -1,0 +1,166 @@
+"""``lineage-defs``: check, graph, new, backfill."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from lineage_defs.plan.spec import Project
+
+
+def _folder(arg: str | None) -> Path:
+    return Path(arg or os.environ.get("LINEAGE_PIPELINES_DIR", "pipelines"))
+
+
+def _load(folder: Path, use_cache: bool = True) -> Project:
+    from lineage_defs.plan.project import load_project
+
+    state = Path(os.environ.get("LINEAGE_STATE_DIR", ".lineage"))
+    return load_project(folder, cache_dir=state / "cache" if use_cache else None)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    project = _load(_folder(args.folder), use_cache=not args.no_cache)
+    for w in project.warnings:
+        print(w.render(), file=sys.stderr)
+    for e in project.errors:
+        print(e.render(), file=sys.stderr)
+    n, w = len(project.errors), len(project.warnings)
+    print(f"{len(project.steps)} steps, {n} error{'s' * (n != 1)}, {w} warning{'s' * (w != 1)}")
+    return 1 if project.errors else 0
+
+
+def graph_json(project: Project) -> dict[str, Any]:
+    """SPEC section 9's shape."""
+    from lineage_defs import uris
+
+    assets = []
+    for s in project.steps:
+        for uri in s.outputs:
+            p = s.partitioning
+            assets.append(
+                {
+                    "uri": uri,
+                    "key": list(uris.key_path(uri)),
+                    "source": s.path,
+                    "upstream": [d.uri for d in s.deps],
+                    "partitions": {"kind": p.kind, "start": p.start, "tz": p.tz} if p else None,
+                    "strategy": s.strategy,
+                    "checks": [t.name for t in s.tests],
+                }
+            )
+    for uri in project.externals:
+        assets.append({"uri": uri, "key": list(uris.key_path(uri)), "source": None, "upstream": [], "partitions": None, "strategy": None, "checks": []})
+    edges = [{"from": e.source, "to": e.target, "kind": e.kind} for s in project.steps for e in s.column_edges]
+    return {"assets": assets, "column_edges": edges}
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    project = _load(_folder(args.folder))
+    if project.errors:
+        for e in project.errors:
+            print(e.render(), file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(graph_json(project), indent=2))
+        return 0
+    for s in project.steps:
+        part = f" [{s.partitioning.kind}]" if s.partitioning else ""
+        print(f"{s.uri}  ({s.path}, {s.strategy}{part})")
+        for d in s.deps:
+            print(f"    ← {d.uri}{'' if d.explicit else '  (inferred)'}")
+        if args.columns:
+            for e in s.column_edges:
+                print(f"      {e.target.removeprefix(s.uri) or '(row)'} ← {e.source}  [{e.kind}]")
+    for uri in project.externals:
+        print(f"{uri}  (external)")
+    return 0
+
+
+_TEMPLATES = {
+    "duckdb": "-- {title}\n-- pipeline\n{part}{mat}\nSELECT\n    1 AS id\n{where}",
+    "postgres": "-- {title}\n-- pipeline\n{part}{mat}\nSELECT\n    1 AS id\n{where}",
+    "python": '# {title}\n# pipeline\n{part}{mat}\nimport pandas as pd\n\nfrom lineage_defs import runtime\n\ndf = pd.DataFrame({{"id": [1]}})\n{write}',
+    "bash": '#!/usr/bin/env bash\n# {title}\n# pipeline\n{part}{mat}\nset -euo pipefail\n{write}',
+}
+_OUTPUTS = {
+    "ducklake": "ducklake://main/{name}",
+    "duckdb": "duckdb://warehouse/{name}",
+    "datatable": "datatable://default/{name}",
+    "s3_parquet": "s3:///{pipeline}/{name}{part}.parquet",
+}
+_EXT = {"duckdb": ".sql", "postgres": ".pg.sql", "python": ".py", "bash": ".sh"}
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    pipeline, _, name = args.step.partition("/")
+    if not pipeline or not name or "/" in name:
+        print(f"lineage-defs new: '{args.step}' must be <pipeline>/<name>", file=sys.stderr)
+        return 2
+    folder = _folder(args.folder)
+    c = "--" if args.lang in ("duckdb", "postgres") else "#"
+    path = folder / pipeline / f"{name}{_EXT[args.lang]}"
+    if path.exists():
+        print(f"lineage-defs new: {path} exists; not overwriting", file=sys.stderr)
+        return 1
+    part = f"{c} partitioned {args.partitioned} start=2025-01-01\n" if args.partitioned else ""
+    manual = args.lang == "bash" and args.output != "none"
+    if args.output == "none":
+        mat = f"{c} materialize manual ducklake://main/{name}"
+    else:
+        uri = _OUTPUTS[args.output].format(name=name, pipeline=pipeline, part="/{partition}" if args.partitioned and args.output == "s3_parquet" else "")
+        mat = f"{c} materialize {'manual ' if manual else ''}{uri}"
+    where = "-- WHERE ts >= $partition_start::TIMESTAMP AND ts < $partition_end::TIMESTAMP\n" if args.partitioned else ""
+    write = {
+        "python": "runtime.write(df)\n",
+        "bash": 'echo "id" > "$LINEAGE_OUTPUT_PATH"\necho "1" >> "$LINEAGE_OUTPUT_PATH"\n' if args.output == "s3_parquet" else "# write the target here\n",
+    }.get(args.lang, "")
+    text = _TEMPLATES[args.lang].format(title=f"{name.replace('_', ' ').capitalize()}.", part=part, mat=mat, where=where, write=write)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(path)
+    return 0
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from lineage_defs.backfill import launch_backfill
+
+    return launch_backfill(args.asset, args.from_, args.to, args.concurrency, args.url)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="lineage-defs", description="Annotated scripts as one Dagster asset graph.")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="report every annotation and contract error; exit 1 if any")
+    c.add_argument("folder", nargs="?")
+    c.add_argument("--no-cache", action="store_true", help="parse everything again")
+    c.set_defaults(fn=cmd_check)
+    g = sub.add_parser("graph", help="asset (and column) lineage as text or JSON")
+    g.add_argument("folder", nargs="?")
+    g.add_argument("--columns", action="store_true")
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(fn=cmd_graph)
+    n = sub.add_parser("new", help="scaffold a step")
+    n.add_argument("step", help="<pipeline>/<name>")
+    n.add_argument("--lang", choices=list(_EXT), required=True)
+    n.add_argument("--output", choices=[*_OUTPUTS, "none"], required=True)
+    n.add_argument("--partitioned", choices=["daily", "hourly", "weekly", "monthly"])
+    n.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    n.set_defaults(fn=cmd_new)
+    b = sub.add_parser("backfill", help="launch a partition backfill on a running instance")
+    b.add_argument("asset", help="asset URI, e.g. ducklake://main/orders")
+    b.add_argument("--from", dest="from_", required=True)
+    b.add_argument("--to", required=True)
+    b.add_argument("--concurrency", type=int, default=None)
+    b.add_argument("--url", default=os.environ.get("DAGSTER_WEBSERVER_URL", "http://127.0.0.1:3000"))
+    b.set_defaults(fn=cmd_backfill)
+    args = p.parse_args(argv)
+    return int(args.fn(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Stage 2 output: one frozen ``StepSpec`` per script, one ``Project`` per folder.
+
+Plain data: the build layer turns it into Dagster definitions, the run layer
+executes it. Nothing here imports Dagster or touches a database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lineage_defs.errors import LineageDefsError
+from lineage_defs.parse.model import (
+    DataTest,
+    Freshness,
+    Kafka,
+    Materialize,
+    Partitioning,
+    Retry,
+    Schedule,
+    Webhook,
+)
+
+STRATEGIES = ("replace", "partition_replace", "merge", "append", "scd2", "manual", "dbt")
+
+
+@dataclass(frozen=True)
+class Dep:
+    uri: str
+    explicit: bool  # from an `on` line (else inferred from the body)
+    debounce: float | None = None
+    line: int = 0  # where the read is declared or made
+
+
+@dataclass(frozen=True)
+class ColumnEdge:
+    source: str  # "<uri>.<col>"
+    target: str  # "<uri>.<col>", or "<uri>" for a scan edge
+    kind: str  # copy | mod | scan
+
+    @property
+    def source_uri(self) -> str:
+        return self.source.rsplit(".", 1)[0]
+
+    @property
+    def source_column(self) -> str:
+        return self.source.rsplit(".", 1)[1]
+
+
+@dataclass(frozen=True)
+class Statement:
+    sql: str
+    line: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """Everything needed to define and run one step's asset."""
+
+    name: str  # unique, a valid Dagster op name
+    pipeline: str  # sub-folder = asset group
+    path: str  # script path relative to the pipelines folder (posix)
+    language: str  # duckdb | postgres | python | bash
+    description: str
+    outputs: tuple[str, ...]  # asset URIs; outputs[0] is the primary one
+    materialize: Materialize | None
+    strategy: str
+    deps: tuple[Dep, ...]
+    partitioning: Partitioning | None
+    trigger: str = "any"
+    debounce: float | None = None
+    schedules: tuple[Schedule, ...] = ()
+    kafka: tuple[Kafka, ...] = ()
+    webhooks: tuple[Webhook, ...] = ()
+    tests: tuple[DataTest, ...] = ()
+    column_edges: tuple[ColumnEdge, ...] = ()
+    output_columns: tuple[str, ...] | None = None
+    statements: tuple[Statement, ...] = ()
+    uses: tuple[str, ...] = ()  # macro library paths, relative to the pipelines folder
+    freshness: Freshness | None = None
+    retry: Retry | None = None
+    tags: tuple[str, ...] = ()
+    owners: tuple[str, ...] = ()
+    pool: str | None = None
+    body_line: int = 1
+    content_hash: str = ""
+
+    @property
+    def uri(self) -> str:
+        return self.outputs[0]
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Dagster kinds: the engine that runs it plus the substrate it writes."""
+        engine = {"duckdb": "duckdb", "postgres": "postgres", "python": "python", "bash": "bash"}[self.language]
+        out = [engine]
+        for uri in self.outputs:
+            kind = uri.split("://", 1)[0]
+            out.append({"datatable": "postgres"}.get(kind, kind))
+        return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class Project:
+    """A loaded pipelines folder: the steps, external assets, and every problem found."""
+
+    root: str
+    steps: tuple[StepSpec, ...]
+    externals: tuple[str, ...]  # upstream URIs that no step produces
+    macros: tuple[str, ...] = ()  # macro library paths
+    errors: tuple[LineageDefsError, ...] = ()
+    warnings: tuple[LineageDefsError, ...] = ()
+    invalid_paths: tuple[str, ...] = field(default=())
+
+    def producer(self, uri: str) -> StepSpec | None:
+        for s in self.steps:
+            if uri in s.outputs:
+                return s
+        return None
+
+    def by_uri(self) -> dict[str, StepSpec]:
+        return {u: s for s in self.steps for u in s.outputs}
+
+
+def strategy_of(m: Materialize | None, partitioned: bool) -> str:
+    """SPEC section 4: the first row that applies wins."""
+    if m is None or m.manual:
+        return "manual"
+    if m.history:
+        return "scd2"
+    if m.append:
+        return "append"
+    if m.key:
+        return "merge"
+    if partitioned:
+        return "partition_replace"
+    return "replace"

@@ -1,0 +1,61 @@
+"""Partition window → bound parameters and environment. Pure functions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from lineage_defs.errors import RunError
+from lineage_defs.uris import PARTITION_TOKEN
+
+
+@dataclass(frozen=True)
+class PartitionWindow:
+    """One partition: its key and, for time partitions, [start, end)."""
+
+    key: str
+    start: dt.datetime | None = None
+    end: dt.datetime | None = None
+
+
+def bind_params(window: PartitionWindow | None) -> dict[str, str | None]:
+    """SQL parameters ``$partition``, ``$partition_start``, ``$partition_end`` (ISO 8601, end exclusive).
+
+    >>> bind_params(PartitionWindow("2024-01-02", dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc), dt.datetime(2024, 1, 3, tzinfo=dt.timezone.utc)))
+    {'partition': '2024-01-02', 'partition_start': '2024-01-02T00:00:00+00:00', 'partition_end': '2024-01-03T00:00:00+00:00'}
+    """
+    if window is None:
+        return {"partition": None, "partition_start": None, "partition_end": None}
+    return {
+        "partition": window.key,
+        "partition_start": window.start.isoformat() if window.start else None,
+        "partition_end": window.end.isoformat() if window.end else None,
+    }
+
+
+def partition_env(window: PartitionWindow | None) -> dict[str, str]:
+    """PARTITION, PARTITION_START, PARTITION_END for Python and Bash steps."""
+    out = {}
+    for k, v in bind_params(window).items():
+        if v is not None:
+            out[k.upper()] = v
+    return out
+
+
+_UNSAFE_IN_PATH = re.compile(r"(^|/)\.\.(/|$)|[\x00]")
+
+
+def resolve_token(text: str, window: PartitionWindow | None) -> str:
+    """Replace ``{partition}`` in an object path; the key must be a safe path segment.
+
+    Used for object keys only (never SQL text): a dynamic key like ``../x`` or
+    one holding ``/`` would escape the object's folder, so it is refused.
+    """
+    if PARTITION_TOKEN not in text:
+        return text
+    if window is None:
+        raise RunError(f"'{text}' needs a partition", fix="partition the step, or remove {partition} from the path")
+    if "/" in window.key or _UNSAFE_IN_PATH.search(window.key):
+        raise RunError(f"partition key {window.key!r} cannot be used in an object path", fix="use partition keys without '/' or '..'")
+    return text.replace(PARTITION_TOKEN, window.key)

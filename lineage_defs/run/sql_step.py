@@ -1,0 +1,297 @@
+"""Run a SQL step for one or more partitions: setup statements, then the trailing
+SELECT staged as the slice, audited and written by the step's strategy.
+
+DuckDB steps run in-process on a ``Session``. PostgreSQL steps (``.pg.sql``)
+run their statements on the server with psycopg; the trailing SELECT's rows
+are staged into the session and written like any other slice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lineage_defs.errors import Location, RunError
+from lineage_defs.plan.spec import StepSpec
+from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_custom
+from lineage_defs.run.compile import Compiled, compile_statement, uses_substrates
+from lineage_defs.run.context import PartitionWindow, resolve_token
+from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs.run.write.base import WriteRequest, WriteResult
+
+SLICE = "__lineage_slice"
+
+
+@dataclass
+class SliceResult:
+    """What happened to one partition (or the whole unpartitioned asset)."""
+
+    partition: str | None
+    target: str  # the asset URI written (partition token resolved)
+    rows: int | None = None
+    write: WriteResult | None = None
+    checks: list[CheckOutcome] = field(default_factory=list)
+    sql: list[str] = field(default_factory=list)
+    error: BaseException | None = None
+    seconds: float = 0.0
+
+
+def _statements(step: StepSpec) -> list[tuple[str, int, str]]:
+    return [(s.sql, s.line, s.kind) for s in step.statements]
+
+
+def _temp_objects(conn: Any) -> set[tuple[str, str]]:
+    rows = conn.execute("SELECT 'TABLE', table_name FROM duckdb_tables() WHERE temporary UNION ALL SELECT 'VIEW', view_name FROM duckdb_views() WHERE temporary").fetchall()
+    return {(k, n) for k, n in rows}
+
+
+def valid_at(window: PartitionWindow | None) -> str:
+    """When an scd2 version starts: the partition's start, else now (UTC)."""
+    if window and window.start:
+        return window.start.isoformat()
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def write_request(step: StepSpec, target: str, window: PartitionWindow | None) -> WriteRequest:
+    m = step.materialize
+    assert m is not None
+    strategy = step.strategy
+    if strategy == "partition_replace" and target != step.uri:
+        strategy = "replace"  # one object per partition: replacing it is replacing the slice
+    return WriteRequest(
+        uri=target,
+        strategy=strategy,
+        slice_table=SLICE,
+        partition=window.key if window else None,
+        key=m.key,
+        track=m.track,
+        updated_at=m.updated_at,
+        deletes=m.deletes,
+        on_schema_change=m.on_schema_change,
+        valid_at=valid_at(window),
+    )
+
+
+class StepRunner:
+    """One step, one session, any number of partitions (each its own transaction)."""
+
+    def __init__(self, settings: RunSettings, step: StepSpec, session: Session | None = None) -> None:
+        self.settings = settings
+        self.step = step
+        stmts = _statements(step)
+        own = uses_substrates([s for s, _, _ in stmts], step.language if step.language == "postgres" else "duckdb")
+        self.owns_session = session is None
+        self.session = session or Session(settings, skip=frozenset(own))
+        self.pg: Any = None
+        try:
+            self._prepare()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.pg is not None:
+            self.pg.close()
+        if self.owns_session:
+            self.session.close()
+
+    def __enter__(self) -> StepRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- setup shared by all partitions ------------------------------------
+    def _prepare(self) -> None:
+        conn = self.session.conn
+        for lib in self.step.uses:
+            text = (Path(self.settings.pipelines_dir) / lib).read_text()
+            from lineage_defs.plan.sql import analyze_sql
+            from lineage_defs.parse.header import leading_comments
+
+            _, body_line = leading_comments(text, "duckdb")
+            body = "".join(text.splitlines(keepends=True)[body_line - 1 :])
+            for st in analyze_sql(body, "duckdb", body_line=body_line).statements:
+                c = compile_statement(st.sql, "duckdb", None, self.session.object_path, macro=True)
+                self._run(c, Location(lib, st.line), lib)
+        home = self.session.aliases.get("duckdb://warehouse")
+        if home:
+            conn.execute(f'USE "{home}"')  # unqualified names are warehouse tables
+        self.base_temps = _temp_objects(conn)
+        if self.step.language == "postgres":
+            import psycopg
+
+            name = self.step.uri.split("://", 1)[1].split("/", 1)[0] if self.step.uri.startswith("datatable://") else "default"
+            self.pg = psycopg.connect(self.settings.dsn(name), autocommit=False)
+
+    def _run(self, c: Compiled, where: Location, path: str | None = None) -> None:
+        if c.attach:
+            self.session.attach(*c.attach)
+            return
+        self.session.execute(c.sql, c.params, where)
+
+    def _reset(self) -> None:
+        """Drop temp objects the previous partition's setup statements created."""
+        conn = self.session.conn
+        for kind, name in _temp_objects(conn) - self.base_temps:
+            conn.execute(f'DROP {kind} IF EXISTS temp.main."{name}"')
+
+    # -- one partition ------------------------------------------------------
+    def run(self, window: PartitionWindow | None) -> SliceResult:
+        import time
+
+        t0 = time.perf_counter()
+        target = resolve_token(self.step.uri, window)
+        result = SliceResult(window.key if window else None, target)
+        try:
+            self._reset()
+            if self.step.language == "postgres":
+                self._run_postgres(window, result)
+            else:
+                self._run_duckdb(window, result)
+        except BaseException as e:  # reported per partition; the caller decides whether to go on
+            result.error = e
+            if self.pg is not None:
+                self.pg.rollback()
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+        result.seconds = time.perf_counter() - t0
+        return result
+
+    def _compiled(self, window: PartitionWindow | None, dialect: str = "duckdb", paramstyle: str = "dollar") -> list[tuple[Compiled, int, str]]:
+        out = []
+        for sql, line, kind in _statements(self.step):
+            out.append((compile_statement(sql, dialect, window, self.session.object_path, paramstyle=paramstyle), line, kind))
+        return out
+
+    def _run_duckdb(self, window: PartitionWindow | None, result: SliceResult) -> None:
+        compiled = self._compiled(window)
+        managed = self.step.strategy != "manual"
+        body = compiled[:-1] if managed else compiled
+        for c, line, _ in body:
+            self._run(c, Location(self.step.path, line))
+            if c.sql:
+                result.sql.append(c.sql)
+        if not managed:
+            self._manual_checks(window, result)
+            return
+        last, line, _ = compiled[-1]
+        stage = f"CREATE OR REPLACE TEMP TABLE {SLICE} AS {last.sql.rstrip().rstrip(';')}"
+        self.session.execute(stage, last.params, Location(self.step.path, line))
+        result.sql.append(stage)
+        self._write(window, result)
+
+    def _run_postgres(self, window: PartitionWindow | None, result: SliceResult) -> None:
+        compiled = self._compiled(window, "postgres", "pyformat")
+        managed = self.step.strategy != "manual"
+        with self.pg.cursor() as cur:
+            for c, line, _ in compiled[:-1] if managed else compiled:
+                try:
+                    cur.execute(c.sql, c.params or None)
+                except Exception as e:
+                    raise RunError(f"statement failed: {e}", Location(self.step.path, line), "fix the statement shown above") from e
+                result.sql.append(c.sql)
+            if not managed:
+                self.pg.commit()
+                self._manual_checks(window, result)
+                return
+            last, line, _ = compiled[-1]
+            try:
+                cur.execute(last.sql, last.params or None)
+                cols = [d.name for d in cur.description or ()]
+                rows = cur.fetchall()
+            except Exception as e:
+                raise RunError(f"statement failed: {e}", Location(self.step.path, line), "fix the statement shown above") from e
+            result.sql.append(last.sql)
+        self.pg.rollback()  # the SELECT's session state is not the write; the write goes through the target
+        import pyarrow as pa
+
+        table = pa.Table.from_pylist([dict(zip(cols, r)) for r in rows]) if rows else pa.table({c: pa.array([], pa.string()) for c in cols})
+        self.stage_arrow(table)
+        self._write(window, result)
+
+    def stage_arrow(self, table: Any) -> None:
+        conn = self.session.conn
+        conn.register("__lineage_arrow", table)
+        try:
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE {SLICE} AS SELECT * FROM __lineage_arrow")
+        finally:
+            conn.unregister("__lineage_arrow")
+
+    def write_slice(self, window: PartitionWindow | None) -> SliceResult:
+        """Write the staged slice (the Python helper's path): audit, write, report."""
+        result = SliceResult(window.key if window else None, resolve_token(self.step.uri, window))
+        self._write(window, result)
+        return result
+
+    def _write(self, window: PartitionWindow | None, result: SliceResult) -> None:
+        from lineage_defs.run.write import write
+
+        req = write_request(self.step, result.target, window)
+        outcomes: list[CheckOutcome] = []
+
+        def audit(conn: Any) -> None:
+            outcomes.extend(self._evaluate(conn, window, SLICE))
+
+        try:
+            wr = write(self.session, req, audit if self.step.tests else None)
+        except CheckFailed as e:
+            result.checks = e.outcomes
+            raise
+        result.write = wr
+        result.rows = wr.rows
+        result.sql.extend(wr.sql)
+        result.checks = outcomes
+
+    def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str) -> list[CheckOutcome]:
+        def custom(script: str) -> tuple[str, dict[str, Any]]:
+            text, body_line = read_custom(self.settings.pipelines_dir, self.step.path, script)
+            from lineage_defs.plan.sql import analyze_sql
+
+            stmts = analyze_sql("".join(text.splitlines(keepends=True)[body_line - 1 :]), "duckdb", body_line=body_line).statements
+            if not stmts:
+                raise RunError(f"data_test script '{script}' is empty", Location(self.step.path), "write a SELECT returning the violating rows")
+            c = compile_statement(stmts[-1].sql.rstrip().rstrip(";"), "duckdb", window, self.session.object_path)
+            return c.sql, c.params
+
+        conn.execute(f"CREATE OR REPLACE TEMP VIEW _slice AS SELECT * FROM {slice_table}")
+        return evaluate(conn, self.step.tests, slice_table, self.session.table_sql, custom, self.step.path)
+
+    def _manual_checks(self, window: PartitionWindow | None, result: SliceResult) -> None:
+        """A manual step wrote its target itself: test the target afterwards (no rollback possible)."""
+        if not self.step.tests:
+            return
+        target = self.session.table_sql(result.target) if not result.target.startswith("s3://") else None
+        if target is None:
+            return
+        try:
+            result.checks = self._evaluate(self.session.conn, window, target)
+        except CheckFailed as e:
+            result.checks = e.outcomes
+            raise
+
+
+def run_windows(settings: RunSettings, step: StepSpec, windows: list[PartitionWindow | None]) -> Iterator[SliceResult]:
+    """Run the partitions in order on one session; each result carries its own error."""
+    with StepRunner(settings, step) as runner:
+        for w in windows:
+            yield runner.run(w)
+
+
+def slice_dict(r: Any) -> dict[str, Any]:
+    w = r.write
+    return {
+        "target": r.target,
+        "partition": r.partition,
+        "rows": r.rows,
+        "sql": r.sql,
+        "schema": w.schema if w else None,
+        "snapshot_id": w.snapshot_id if w else None,
+        "schema_change": w.schema_change.describe() if w and w.schema_change else None,
+        "warnings": w.warnings if w else [],
+        "seconds": r.seconds,
+        "checks": [o.__dict__ for o in r.checks],
+    }

@@ -1,0 +1,1 @@
+"""Sensors for Kafka, webhook and cascade triggers."""
