@@ -107,7 +107,7 @@ assets = [dg.AssetSpec(["ducklake", "main", "raw_orders"])]
 for m in meta:
     deps = [dg.AssetKey(["ducklake", "main", f"t{u}"]) for u in m["ups"]] or [dg.AssetKey(["ducklake", "main", "raw_orders"])]
     @dg.asset(key=["ducklake", "main", m["name"]], deps=deps, group_name=m["group"],
-              partitions_def=daily if m["partitioned"] else None, name=m["name"])
+              partitions_def=daily if m["partitioned"] else None)
     def _a():
         return None
     assets.append(_a)
@@ -118,7 +118,9 @@ print(time.perf_counter() - t)
 
 
 def run(code: str, *args: str) -> float:
-    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"benchmark process failed:\n{out.stderr[-3000:]}")
     return float(out.stdout.strip().splitlines()[-1])
 
 

@@ -10,6 +10,7 @@ Pure: knows nothing of Dagster. ``AssetKey(list(key_path(uri)))`` is the key.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -57,8 +58,9 @@ class Uri:
         return self.kind == "s3" and self.path[-1].endswith(".parquet")
 
 
+@functools.lru_cache(maxsize=65536)
 def parse(text: str) -> Uri:
-    """Parse and validate an asset URI; raises UriError with a fix."""
+    """Parse and validate an asset URI; raises UriError with a fix (cached: URIs repeat across a graph)."""
     kind, sep, rest = text.partition("://")
     if not sep:
         if text in DEFAULT_AUTHORITY:

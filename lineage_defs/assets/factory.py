@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from lineage_defs.assets.partitions import partition_mapping, partitions_def
 from lineage_defs.assets.translator import LineageTranslator
 from lineage_defs.plan.spec import Project, StepSpec
 
+_COMPUTE_SIGNATURE = inspect.Signature([inspect.Parameter("context", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
 _URI_KINDS = {"ducklake": "ducklake", "duckdb": "duckdb", "datatable": "postgres", "s3": "s3", "dbt": "dbt"}
 
 
@@ -130,7 +132,16 @@ def step_assets(
     # SQL steps can take a partition range in one run (one transaction per partition).
     backfill = BackfillPolicy.single_run() if pdef is not None and step.language in ("duckdb", "postgres") and step.partitioning and step.partitioning.kind != "dynamic" else None
 
-    @multi_asset(
+    def _compute(context):  # type: ignore[no-untyped-def]
+        from lineage_defs.assets.execute import execute
+
+        yield from execute(context, step, project, translator)
+
+    # Dagster inspects the compute function's signature ~16 times per asset;
+    # a precomputed one makes that a lookup (load time is paid by every run).
+    _compute.__signature__ = _COMPUTE_SIGNATURE  # type: ignore[attr-defined]
+
+    return multi_asset(
         name=step.name,
         specs=specs,
         check_specs=check_specs(step, specs[0].key, translator),
@@ -140,13 +151,7 @@ def step_assets(
         backfill_policy=backfill,
         op_tags={"lineage/script": step.path},
         required_resource_keys={"lineage"},
-    )
-    def _compute(context):  # type: ignore[no-untyped-def]
-        from lineage_defs.assets.execute import execute
-
-        yield from execute(context, step, project, translator)
-
-    return _compute
+    )(_compute)
 
 
 def external_specs(project: Project, translator: LineageTranslator) -> list[AssetSpec]:

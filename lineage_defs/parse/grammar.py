@@ -37,11 +37,13 @@ KEYWORDS = (
 )
 ALIASES = {"test": "data_test", "unique_key": "unique_key", "append": "append"}
 PARTITION_KINDS = ("daily", "hourly", "weekly", "monthly", "dynamic")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
+_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(s|m|h|d)?$")  # ASCII: \d also takes '٣'
 _UNITS = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_TOKEN = re.compile(
-    r'(?P<opt>[A-Za-z_][\w-]*=(?:"(?:[^"\\]|\\.)*"|[^\s"]*))|(?P<q>"(?:[^"\\]|\\.)*")|(?P<w>\S+)'
-)
+# A quote left open runs to the end of the line (one token, flagged) instead of
+# splitting into words that each get their own confusing error.
+_QUOTED = r'"(?:[^"\\]|\\.)*(?:"|\\?$)'
+_TOKEN = re.compile(rf'(?P<opt>[A-Za-z_][\w-]*=(?:{_QUOTED}|[^\s"]*))|(?P<q>{_QUOTED})|(?P<w>\S+)')
+_CLOSED = re.compile(r'"(?:[^"\\]|\\.)*"')
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -55,6 +57,7 @@ class Token:
     start: int  # 0-based offset in the annotation content
     key: str | None = None  # for k=v options
     value: str = ""  # unquoted value (or the word itself)
+    unterminated: bool = False  # a quote opened and never closed
 
     @property
     def end(self) -> int:
@@ -67,16 +70,32 @@ def tokenize(content: str) -> list[Token]:
         text = m.group(0)
         if m.lastgroup == "opt":
             k, _, v = text.partition("=")
-            out.append(Token(text, m.start(), k, _unquote(v)))
+            out.append(Token(text, m.start(), k, _unquote(v), _open_quote(v)))
         elif m.lastgroup == "q":
-            out.append(Token(text, m.start(), None, _unquote(text)))
+            out.append(Token(text, m.start(), None, _unquote(text), _open_quote(text)))
         else:
             out.append(Token(text, m.start(), None, text))
     return out
 
 
+def _open_quote(v: str) -> bool:
+    return v.startswith('"') and not _CLOSED.fullmatch(v)
+
+
+def _value_at(t: Token) -> Token:
+    """The value part of ``k=v`` / ``k="v"`` (or a bare word), positioned for a caret."""
+    if t.key is None:
+        raw, start = t.text, t.start
+    else:
+        raw, start = t.text[len(t.key) + 1 :], t.start + len(t.key) + 1
+    if raw.startswith('"'):
+        inner = raw[1:-1] if not t.unterminated else raw[1:]
+        return Token(inner or raw, start + 1 if inner else start, t.key, t.value)
+    return Token(raw, start, t.key, t.value)
+
+
 def _unquote(v: str) -> str:
-    if len(v) >= 2 and v[0] == '"' and v[-1] == '"':
+    if not _open_quote(v) and len(v) >= 2 and v[0] == '"' and v[-1] == '"':
         return re.sub(r"\\(.)", r"\1", v[1:-1])
     return v
 
@@ -93,6 +112,10 @@ def is_annotation(content: str) -> bool:
     """True when a comment line is (or tries to be) an annotation, not prose."""
     first = content.split(None, 1)[0] if content.strip() else ""
     if first in KEYWORDS or first in ALIASES:
+        return True
+    # `materialize=…`, `pipeline:` — a keyword glued to '=' or ':' must not vanish into prose
+    glued = re.match(r"([a-z_]+)[=:]", first)
+    if glued and (glued.group(1) in KEYWORDS or glued.group(1) in ALIASES):
         return True
     if not re.fullmatch(r"[a-z_]+", first):
         return False
@@ -153,7 +176,7 @@ class _Line:
                 if t.text in flags:
                     out[t.text] = True
                     continue
-                if t.text.startswith('"') and not (len(t.text) > 1 and t.text.endswith('"')):
+                if t.unterminated:
                     self.error(t, "unterminated quote", 'close the value with "')
                 else:
                     guess = did_you_mean(t.text, (*allowed, *flags))
@@ -171,7 +194,7 @@ class _Line:
                 self.error(t, f"option '{t.key}' given twice", "keep one")
                 ok = False
                 continue
-            if t.value.startswith('"'):
+            if t.unterminated:
                 self.error(t, "unterminated quote", 'close the value with "')
                 ok = False
                 continue
@@ -186,14 +209,13 @@ class _Line:
     def duration(self, t: Token) -> float | None:
         v = parse_duration(t.value)
         if v is None:
-            at = Token(t.value, t.end - len(t.value)) if t.key else t
-            self.error(at, f"bad duration '{t.value}'", "write seconds or 30s, 5m, 2h, 1d")
+            self.error(_value_at(t), f"bad duration '{t.value}'", "write seconds or 30s, 5m, 2h, 1d")
         return v
 
     def integer(self, t: Token) -> int | None:
-        if re.fullmatch(r"\d+", t.value):
+        if re.fullmatch(r"[0-9]+", t.value):
             return int(t.value)
-        self.error(Token(t.value, t.end - len(t.value)) if t.key else t, f"'{t.value}' is not a whole number", "write e.g. 100")
+        self.error(_value_at(t), f"'{t.value}' is not a whole number", "write e.g. 100")
         return None
 
     def choice(self, choices: tuple[str, ...]) -> Callable[[Token], str | None]:
@@ -201,8 +223,7 @@ class _Line:
             if t.value in choices:
                 return t.value
             guess = did_you_mean(t.value, choices)
-            at = Token(t.value, t.end - len(t.value)) if t.key else t
-            self.error(at, f"bad value '{t.value}'", f"did you mean '{guess}'?" if guess else f"use one of {'|'.join(choices)}")
+            self.error(_value_at(t), f"bad value '{t.value}'", f"did you mean '{guess}'?" if guess else f"use one of {'|'.join(choices)}")
             return None
 
         return check
@@ -216,9 +237,15 @@ class _Line:
     def columns(self, t: Token) -> tuple[str, ...] | None:
         cols = tuple(c.strip() for c in t.value.split(","))
         if not t.value or any(not _IDENT.match(c) for c in cols):
-            self.error(t, f"bad column list '{t.value}'", f"write {t.key or 'key'}=col1,col2 (no spaces)")
+            self.error(_value_at(t), f"bad column list '{t.value}'", f"write {t.key or 'key'}=col1,col2 (no spaces)")
             return None
         return cols
+
+    def column(self, t: Token) -> str | None:
+        if _IDENT.match(t.value):
+            return t.value
+        self.error(_value_at(t), f"bad column name '{t.value}'", f"write {t.key}=<one column>")
+        return None
 
     def tz(self, t: Token) -> str | None:
         import zoneinfo
@@ -226,9 +253,9 @@ class _Line:
         try:
             zoneinfo.ZoneInfo(t.value)
             return t.value
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # `tz=Europe` is a tzdata directory
             guess = did_you_mean(t.value, sorted(zoneinfo.available_timezones()))
-            self.error(t, f"unknown time zone '{t.value}'", f"did you mean '{guess}'?" if guess else "use an IANA name like Europe/Berlin")
+            self.error(_value_at(t), f"unknown time zone '{t.value}'", f"did you mean '{guess}'?" if guess else "use an IANA name like Europe/Berlin")
             return None
 
     def uri(self, t: Token | None) -> str | None:
@@ -238,13 +265,13 @@ class _Line:
         try:
             return uris.normalize(t.value)
         except uris.UriError as e:
-            self.error(t, e.message, e.fix)
+            self.error(_value_at(t), e.message, e.fix)
             return None
 
     def partition_from(self, t: Token) -> str | None:
         if _PARTITION_FROM.match(t.value):
             return t.value
-        self.error(t, f"bad partition_from '{t.value}'", "use timestamp, key, header:<name> or json:$.path")
+        self.error(_value_at(t), f"bad partition_from '{t.value}'", "use timestamp, key, header:<name> or json:$.path")
         return None
 
 
@@ -286,7 +313,7 @@ def _on(ln: _Line, args: list[Token]) -> None:
             return
         if not _valid_cron(str(cron)):
             tok = next(t for t in rest if t.key == "cron")
-            ln.error(tok, f"bad cron expression '{cron}'", 'write five fields, e.g. cron="0 6 * * *"')
+            ln.error(_value_at(tok), f"bad cron expression '{cron}'", 'write five fields, e.g. cron="0 6 * * *"')
             return
         ln.b.add("schedules", Schedule(str(cron), o.get("tz"), ln.loc()))  # type: ignore[arg-type]
     elif head.text == "kafka":
@@ -330,6 +357,8 @@ def _mute(ln: _Line, args: list[Token]) -> None:
         return
     if len(args) > 1:
         ln.error(args[1], "'mute' takes one URI", "write one mute line per asset")
+        if args[0].text == "all":
+            return
     uri = ln.uri(args[0] if args else None)
     if uri:
         ln.b.add("mutes", uri)
@@ -381,7 +410,7 @@ def _partitioned(ln: _Line, args: list[Token]) -> None:
         key = o.get("key")
         if not key or not str(key).startswith("$"):
             tok = next((t for t in args if t.key == "key"), None)
-            ln.error(tok, "'partitioned dynamic' needs key=\"$.json.path\"", 'write partitioned dynamic key="$.region"')
+            ln.error(tok and _value_at(tok), "'partitioned dynamic' needs key=\"$.json.path\"", 'write partitioned dynamic key="$.region"')
             return
         ln.b.values["partitioned"] = Partitioning("dynamic", key=str(key), at=ln.loc())
         return
@@ -393,7 +422,7 @@ def _partitioned(ln: _Line, args: list[Token]) -> None:
                 return t.value
         except ValueError:
             pass
-        ln.error(t, f"bad start date '{t.value}'", "write start=YYYY-MM-DD")
+        ln.error(_value_at(t), f"bad start date '{t.value}'", "write start=YYYY-MM-DD")
         return None
 
     def fmt(t: Token) -> str | None:
@@ -401,9 +430,9 @@ def _partitioned(ln: _Line, args: list[Token]) -> None:
             sample = dt.datetime(2024, 3, 7, 5).strftime(t.value)
             if dt.datetime.strptime(sample, t.value) and "%" in t.value:
                 return t.value
-        except ValueError:
+        except (ValueError, re.error):  # strptime compiles the format: `%d…%d` is a regex error
             pass
-        ln.error(t, f"bad partition key format '{t.value}'", "write a strftime format, e.g. format=%Y%m%d")
+        ln.error(_value_at(t), f"bad partition key format '{t.value}'", "write a strftime format, e.g. format=%Y%m%d")
         return None
 
     o = ln.options(args[1:], {"tz": ln.tz, "format": fmt, "start": start}, what=f"partitioned {kind}")
@@ -433,7 +462,7 @@ def _materialize(ln: _Line, args: list[Token]) -> None:
         {
             "key": ln.columns,
             "track": ln.columns,
-            "updated_at": lambda t: ln.columns(t) and t.value,
+            "updated_at": ln.column,
             "deletes": ln.choice(("close", "ignore")),
             "on_schema_change": ln.choice(("warn", "ignore", "fail", "sync")),
         },
@@ -536,6 +565,10 @@ def _accepted_values(ln: _Line, kind_tok: Token) -> None:
         pos = vm.end()
         if vm.group(2) == "":
             break
+    if pos < len(rest) and rest[pos:].lstrip().startswith('"') and not _CLOSED.match(rest[pos:].lstrip()):
+        q = len(rest) - len(rest[pos:].lstrip())
+        ln.error(Token(rest[q:], rest_start + q), "unterminated quote", 'close the value with "')
+        return
     if pos < len(rest):
         ln.error(Token(rest[pos:], rest_start + pos), "malformed value list", 'separate values with commas and quote values with spaces: a,"b c"')
         return
@@ -553,10 +586,19 @@ def _split_column_ref(ln: _Line, tok: Token) -> tuple[str, str] | None:
     return (uri, col) if uri else None
 
 
+def _off_shape(toks: list[Token], arrow: str, many: bool = False) -> Token | None:
+    """The first token that breaks ``<column> <arrow> <ref>`` (None: the line ends too early)."""
+    if not toks or not _IDENT.match(toks[0].text):
+        return toks[0] if toks else None
+    if len(toks) < 2 or toks[1].text != arrow:
+        return toks[1] if len(toks) > 1 else None
+    return toks[3] if len(toks) > 3 and not many else None
+
+
 def _relationships(ln: _Line, kind_tok: Token, rest: list[Token], sev_opts: dict[str, Callable[[Token], object | None]]) -> None:
     words = [t for t in rest if t.key is None]
     if len(words) != 3 or words[1].text != "->" or not _IDENT.match(words[0].text):
-        ln.error(words[0] if words else None, "'data_test relationships' needs <column> -> <asset-uri>.<column>", "write data_test relationships customer_id -> ducklake://main/customers.customer_id")
+        ln.error(_off_shape(words, "->"), "'data_test relationships' needs <column> -> <asset-uri>.<column>", "write data_test relationships customer_id -> ducklake://main/customers.customer_id")
         return
     ref = _split_column_ref(ln, words[2])
     o = ln.options([t for t in rest if t.key is not None], sev_opts, what="data_test relationships")
@@ -566,7 +608,7 @@ def _relationships(ln: _Line, kind_tok: Token, rest: list[Token], sev_opts: dict
 
 def _column(ln: _Line, args: list[Token]) -> None:
     if len(args) < 3 or args[1].text != "<-" or not _IDENT.match(args[0].text):
-        ln.error(args[0] if args else None, "'column' needs <output> <- <asset-uri>.<column>[, ...]", "write column total <- ducklake://main/orders.amount")
+        ln.error(_off_shape(args, "<-", many=True), "'column' needs <output> <- <asset-uri>.<column>[, ...]", "write column total <- ducklake://main/orders.amount")
         return
     sources = []
     for t in args[2:]:
@@ -626,20 +668,23 @@ def _retry(ln: _Line, args: list[Token]) -> None:
     ln.b.values["retry"] = Retry(n, delay, o.get("backoff") == "exponential")
 
 
-def _simple(name: str, pattern: re.Pattern[str], example: str, singleton: bool = False) -> Callable[[_Line, list[Token]], None]:
+def _simple(name: str, pattern: re.Pattern[str], example: str, singleton: bool = False, field: str = "") -> Callable[[_Line, list[Token]], None]:
+    field = field or name
+
     def handle(ln: _Line, args: list[Token]) -> None:
         if singleton and not _singleton(ln, name):
             return
-        if len(args) != 1 or args[0].key is not None and name != "owner":
-            ln.error(args[1] if len(args) > 1 else (args[0] if args else None), f"'{name}' takes one value", f"write {example}")
+        if len(args) != 1:
+            ln.error(args[1] if len(args) > 1 else None, f"'{name}' takes one value", f"write {example}")
             return
-        if not pattern.match(args[0].value):
-            ln.error(args[0], f"bad {name} '{args[0].value}'", f"write {example}")
+        value = args[0].text if args[0].key is not None else args[0].value  # `a=b@x.com` is one word here
+        if not pattern.match(value):
+            ln.error(args[0], f"bad {name} '{value}'", f"write {example}")
             return
         if singleton:
-            ln.b.values[name] = args[0].value
+            ln.b.values[field] = value
         else:
-            ln.b.add(name, args[0].value)
+            ln.b.add(field, value)
 
     return handle
 
@@ -652,7 +697,7 @@ def _dialect(ln: _Line, args: list[Token]) -> None:
         return
     v = ln.choice(("postgres", "duckdb"))(args[0])
     if v and ln.b.language not in ("duckdb", "postgres"):
-        ln.error(args[0], "'dialect' is for SQL scripts", "remove it")
+        ln.error(ln.tokens[0], "'dialect' is for SQL scripts", "remove it")
     elif v:
         ln.b.language = v
 
@@ -688,8 +733,8 @@ _HANDLERS: dict[str, Callable[[_Line, list[Token]], None]] = {
     "use": _use,
     "freshness": _freshness,
     "retry": _retry,
-    "tag": _simple("tags", _NAME, "tag finance"),
-    "owner": _simple("owners", re.compile(r"^(team:[A-Za-z0-9_\-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$"), "owner data@shop.com or owner team:analytics"),
+    "tag": _simple("tag", _NAME, "tag finance", field="tags"),
+    "owner": _simple("owner", re.compile(r"^(team:[A-Za-z0-9_\-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$"), "owner data@shop.com or owner team:analytics", field="owners"),
     "pool": _simple("pool", _NAME, "pool warehouse", singleton=True),
     "dialect": _dialect,
     "unique_key": _unique_key,
@@ -712,17 +757,23 @@ def parse_header(path: str, text: str, language: str) -> tuple[Header, list[Anno
             continue
         ln = _Line(b, cl)
         word = ln.tokens[0]
+        open_quote = next((t for t in ln.tokens if t.unterminated), None)
+        if open_quote is not None:  # the rest of the line is one broken token: one error, not many
+            q = len(open_quote.key) + 1 if open_quote.key else 0
+            ln.error(Token(open_quote.text[q:], open_quote.start + q), "unterminated quote", 'close the value with "')
+            continue
+        # "pipeline=x" style: a keyword glued to an option is malformed
+        if word.key is not None and word.key in _HANDLERS:
+            ln.error(word, f"malformed '{word.text}'", f"write '{word.key} {word.value}'")
+            continue
         handler = _HANDLERS.get(word.text)
         if handler is None:
             guess = did_you_mean(word.text, (*KEYWORDS, *ALIASES))
             ln.error(word, f"unknown annotation '{word.text}'", f"did you mean '{guess}'?" if guess else "see the annotation reference in docs/annotations.md")
             continue
-        # "pipeline=x" style: a keyword glued to an option is malformed
-        if word.key is not None:
-            ln.error(word, f"malformed '{word.text}'", f"write '{word.key} {word.value}'")
-            continue
         handler(ln, ln.tokens[1:])
-    return _freeze(b, body_line), b.errors
+    header = _freeze(b, body_line)  # may add cross-line errors (history without key, …)
+    return header, sorted(b.errors, key=lambda e: (e.line, e.col))
 
 
 def _freeze(b: _Builder, body_line: int) -> Header:

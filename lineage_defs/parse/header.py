@@ -39,6 +39,8 @@ def leading_comments(text: str, language: str) -> tuple[list[CommentLine], int]:
     markers = _MARKERS["sql" if language in ("duckdb", "postgres") else "hash"]
     out: list[CommentLine] = []
     lines = text.splitlines()
+    if lines and lines[0].startswith("\ufeff"):  # a UTF-8 BOM (Windows editors) is not code
+        lines[0] = lines[0][1:]
     for i, raw in enumerate(lines):
         stripped = raw.strip()
         if i == 0 and stripped.startswith("#!"):

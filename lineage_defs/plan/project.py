@@ -128,6 +128,8 @@ def _plan(root: Path, files: dict[str, _FileResult], pipelines: dict[str, str], 
         else:
             outs = inferred_writes
         if not outs:
+            if fr.errors:  # a broken `materialize` line is already reported; don't pile a wrong fix on it
+                continue
             errors.append(SpecError("this step produces no asset", _loc(fr, 1), "add '-- materialize <uri>' (or 'materialize manual <uri>' if the script writes it itself)"))
             continue
         outputs[p] = outs
@@ -138,8 +140,10 @@ def _plan(root: Path, files: dict[str, _FileResult], pipelines: dict[str, str], 
         for uri in outs:
             if uri in producer:
                 fr = step_files[p]
-                line = fr.header.materialize.at.line if fr.header.materialize and fr.header.materialize.at else 1
-                errors.append(SpecError(f"{uri} is already materialized by {producer[uri]}", _loc(fr, line, uri), "each asset has one producer: remove one, or write to another table"))
+                m = fr.header.materialize
+                # the URI as written (`ducklake:///x`) may differ from its normal form: use the parsed location
+                loc = m.at if m and m.at and m.uri == uri else _loc(fr, m.at.line if m and m.at else 1, uri)
+                errors.append(SpecError(f"{uri} is already materialized by {producer[uri]}", loc, "each asset has one producer: remove one, or write to another table"))
             else:
                 producer[uri] = p
 
@@ -176,10 +180,13 @@ def _plan(root: Path, files: dict[str, _FileResult], pipelines: dict[str, str], 
     # 4. step specs
     names: set[str] = set()
     steps: list[StepSpec] = []
+    libs: dict[str, list[str]] = {}
+    for p in macros:
+        libs.setdefault(pipelines[p], []).append(p)
     for p, fr in step_files.items():
         if p not in outputs:
             continue
-        steps.append(_step(p, fr, outputs[p], pipelines[p], names, resolve, files, errors, warnings, producer))
+        steps.append(_step(p, fr, outputs[p], pipelines[p], names, resolve, files, errors, warnings, producer, libs.get(pipelines[p], [])))
 
     # 5. external assets, cycles
     produced = set(producer)
@@ -192,8 +199,8 @@ def _plan(root: Path, files: dict[str, _FileResult], pipelines: dict[str, str], 
                 warnings.append(SpecError(f"relationships target {t.ref_uri} is not produced by any step", t.at, "it is treated as external; check the URI if it should be a step's output", severity="warning"))
         for c in fr.header.columns:
             for src in c.sources:
-                if src.uri not in produced and c.at:
-                    warnings.append(SpecError(f"column source {src.uri} is not produced by any step", c.at, "it is treated as external; check the URI if it should be a step's output", severity="warning"))
+                if src.uri not in produced and c.at:  # underline the source, not the output column
+                    warnings.append(SpecError(f"column source {src.uri} is not produced by any step", _loc(fr, c.at.line, src.uri), "it is treated as external; check the URI if it should be a step's output", severity="warning"))
     return Project(str(root), tuple(steps), tuple(externals), macros, tuple(errors), tuple(warnings), tuple(sorted({e.path for e in errors if e.path})))
 
 
@@ -224,6 +231,7 @@ def _step(
     errors: list[LineageDefsError],
     warnings: list[LineageDefsError],
     producer: Mapping[str, str],
+    pipeline_macros: Sequence[str],
 ) -> StepSpec:
     h = fr.header
     a = fr.analysis
@@ -272,7 +280,7 @@ def _step(
 
     # macro libraries: the pipeline's own, then `use` targets
     folder = rel.rsplit("/", 1)[0]
-    uses: list[str] = [p for p, f in files.items() if f.header.is_macros and p.split("/", 1)[0] == pipeline]
+    uses: list[str] = list(pipeline_macros)
     for u in h.uses:
         found = _find(rel, u, files)
         line = next((i + 1 for i, t in enumerate(fr.text_lines) if re.search(r"\buse\s+" + re.escape(u), t)), 1)

@@ -1,0 +1,45 @@
+"""partition_replace: delete the slice's partition, insert the slice.
+
+The partition key lives in the managed ``_partition`` VARCHAR column and is
+always a bound parameter. Other partitions are never touched, so writing
+partitions in any order, any number of times, leaves the last write of each.
+"""
+
+from __future__ import annotations
+
+from lineage_defs.errors import RunError
+from lineage_defs.run.write.base import PARTITION_COLUMN
+from lineage_defs.run.write.context import WriteContext, ident
+
+REPLACES_TARGET = False
+MANAGED: tuple[str, ...] = (PARTITION_COLUMN,)
+
+
+def validate(ctx: WriteContext) -> None:
+    if ctx.req.partition is None:
+        raise RunError(
+            f"partition_replace of {ctx.req.uri} needs a partition key",
+            fix="run the step for a partition (the asset is partitioned) or use the replace strategy",
+        )
+
+
+def create(ctx: WriteContext) -> None:
+    part, params = ctx.partition_select()
+    ctx.create_as(f"SELECT {ctx.select_list()}{part} FROM {ctx.slice}", params)
+
+
+def apply(ctx: WriteContext) -> None:
+    if PARTITION_COLUMN not in ctx.target_names:
+        if ctx.flavor == "object":
+            # A per-partition object written by something else: it holds only this partition.
+            part, params = ctx.partition_select(new_table=True)
+            ctx.create_as(f"SELECT {ctx.select_list()}{part} FROM {ctx.slice}", params, replace=True)
+            return
+        raise RunError(
+            f"{ctx.req.uri} has no {PARTITION_COLUMN} column, so it was not written by partition_replace",
+            fix=f"drop the table (it is re-created on the next run) or add a VARCHAR column {PARTITION_COLUMN}",
+        )
+    params = {"partition": ctx.req.partition}
+    ctx.run(f"DELETE FROM {ctx.target} WHERE {ident(PARTITION_COLUMN)} = $partition", params)
+    part, params = ctx.partition_select()
+    ctx.run(f"INSERT INTO {ctx.target} BY NAME SELECT {ctx.select_list(cast=True)}{part} FROM {ctx.slice}", params)

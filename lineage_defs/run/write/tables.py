@@ -1,0 +1,75 @@
+"""Table targets: DuckLake, a DuckDB file, PostgreSQL — one path for all three.
+
+They are all catalogs attached to the session's one DuckDB connection
+(PostgreSQL through DuckDB's postgres extension), so a write is one DuckDB
+transaction: BEGIN, schema policy, the strategy's statements, the audit,
+COMMIT. Any exception rolls back and the previous contents stay. DuckDB lets
+one transaction write a single attached database (TEMP tables aside), which
+is exactly one target.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lineage_defs import uris
+from lineage_defs.run.write.base import Audit, WriteRequest, WriteResult
+from lineage_defs.run.write.context import (
+    Strategy,
+    WriteContext,
+    ident,
+    prepare,
+    result,
+    rollback,
+    split_qualified,
+)
+from lineage_defs.run.write.schema import plan_columns
+
+if TYPE_CHECKING:
+    from lineage_defs.run.substrates import Session
+
+FLAVORS = {"ducklake": "ducklake", "duckdb": "duckdb", "datatable": "postgres"}
+
+
+def write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: Audit | None) -> WriteResult:
+    flavor = FLAVORS[uris.parse(req.uri).kind]
+    target = session.table_sql(req.uri)
+    catalog, schema, table = split_qualified(target)
+    ctx = WriteContext(session, req, target, flavor, catalog, schema, table, managed=strategy.MANAGED)
+    rows = prepare(ctx, strategy)
+    ctx.run("BEGIN")
+    try:
+        if _exists(ctx):
+            ctx.existing = ctx.describe(target)
+        else:
+            _ensure_schema(ctx)
+        plan_columns(ctx, strategy)
+        if ctx.existing is None:
+            strategy.create(ctx)
+        else:
+            strategy.apply(ctx)
+        if audit is not None:
+            audit(session.conn)
+        ctx.run("COMMIT")
+    except BaseException:
+        rollback(ctx)
+        raise
+    snapshot = session.snapshot_id(catalog) if flavor == "ducklake" else None
+    return result(ctx, rows, ctx.describe(target), snapshot)
+
+
+def _exists(ctx: WriteContext) -> bool:
+    n = ctx.scalar(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = $catalog AND schema_name = $schema AND table_name = $table",
+        {"catalog": ctx.catalog, "schema": ctx.schema, "table": ctx.table},
+    )
+    return bool(n)
+
+
+def _ensure_schema(ctx: WriteContext) -> None:
+    n = ctx.scalar(
+        "SELECT count(*) FROM duckdb_schemas() WHERE database_name = $catalog AND schema_name = $schema",
+        {"catalog": ctx.catalog, "schema": ctx.schema},
+    )
+    if not n:
+        ctx.run(f"CREATE SCHEMA {ident(ctx.catalog)}.{ident(ctx.schema)}")

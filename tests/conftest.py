@@ -1,0 +1,228 @@
+"""Real services for the tests, started by the suite itself: PostgreSQL 15 and an S3 server (moto).
+
+Nothing is mocked and nothing is skipped: a missing PostgreSQL binary is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lineage_defs.run.substrates import RunSettings, Session
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+S3_KEY_ID = "lineage-test-key"
+S3_SECRET = "lineage-test-secret"
+S3_REGION = "us-east-1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_postgres(*cmd: str) -> list[str]:
+    """initdb refuses to run as root: drop to the postgres user when we are root."""
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else list(cmd)
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """A throwaway PostgreSQL 15 cluster on 127.0.0.1 with one empty database."""
+    import psycopg
+
+    # Not under pytest's tmp dir: that one is 0700 root and the postgres user must enter it.
+    root = Path(tempfile.mkdtemp(prefix="lineage-pg-"))
+    data = root / "data"
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    port = free_port()
+    subprocess.run(_as_postgres(str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync"),
+                   check=True, capture_output=True)
+    opts = f"-c listen_addresses=127.0.0.1 -p {port} -c fsync=off -c full_page_writes=off -c unix_socket_directories={root}"
+    subprocess.run(_as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start"),
+                   check=True, capture_output=True)
+    try:
+        with psycopg.connect(f"host=127.0.0.1 port={port} dbname=postgres user=postgres", autocommit=True) as conn:
+            conn.execute("CREATE DATABASE lineage_test")
+        yield f"host=127.0.0.1 port={port} dbname=lineage_test user=postgres"
+    finally:
+        pid_file = data / "postmaster.pid"
+        pid = int(pid_file.read_text().split()[0]) if pid_file.exists() else None
+        subprocess.run(_as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(data), "stop", "-m", "immediate"), capture_output=True)
+        if pid is not None and pid_file.exists():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            time.sleep(0.2)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint_url: str
+    bucket: str
+
+    def settings(self) -> dict[str, Any]:
+        """RunSettings keywords pointing object storage at this server."""
+        return {
+            "s3_endpoint_url": self.endpoint_url,
+            "s3_bucket": self.bucket,
+            "s3_access_key_id": S3_KEY_ID,
+            "s3_secret_access_key": S3_SECRET,
+            "s3_region": S3_REGION,
+        }
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint_url, aws_access_key_id=S3_KEY_ID,
+            aws_secret_access_key=S3_SECRET, region_name=S3_REGION,
+        )
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 server on a free port, with one bucket."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        s3 = S3Server(f"http://127.0.0.1:{port}", "lineage-test")
+        s3.client().create_bucket(Bucket=s3.bucket)
+        yield s3
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def make_session(state_dir: Path) -> Iterator[Callable[..., Session]]:
+    """``make_session(**settings)`` → a Session on ``state_dir``, closed at teardown.
+
+    A Session holds the state dir's lock: close one before making the next.
+    """
+    sessions: list[Session] = []
+
+    def make(**settings: Any) -> Session:
+        s = Session(RunSettings(state_dir=str(state_dir), **settings))
+        sessions.append(s)
+        return s
+
+    yield make
+    for s in sessions:
+        s.close()
+
+
+# -- managed-write targets on every substrate ------------------------------------------
+SUBSTRATES = ("ducklake", "duckdb", "postgres", "parquet", "s3_parquet")
+
+
+@dataclass
+class WriteTarget:
+    """One target of a managed write, with helpers to stage a slice and read the result."""
+
+    session: Session
+    substrate: str
+    uri: str  # may hold {partition} for per-partition objects
+
+    @property
+    def is_object(self) -> bool:
+        return self.substrate.endswith("parquet")
+
+    def uri_for(self, partition: str | None) -> str:
+        return self.uri.replace("{partition}", partition) if partition is not None else self.uri
+
+    def stage(self, select_sql: str, params: dict[str, Any] | None = None) -> None:
+        self.session.conn.execute(f"CREATE OR REPLACE TEMP TABLE slice AS {select_sql}", params)
+
+    def write(self, strategy: str, select_sql: str, audit: Any = None, **kw: Any) -> Any:
+        from lineage_defs.run.write import WriteRequest, write
+
+        self.stage(select_sql)
+        req = WriteRequest(uri=self.uri_for(kw.get("partition")), strategy=strategy, slice_table="slice", **kw)
+        return write(self.session, req, audit)
+
+    def relation(self, partition: str | None = None, suffix: str = "") -> tuple[str, dict[str, Any]]:
+        if self.is_object:
+            return "read_parquet($path)", {"path": self.session.object_path(self.uri_for(partition))}
+        sql = self.session.table_sql(self.uri)
+        if suffix:  # the scd2 view beside the table
+            head, _, last = sql.rpartition(".")
+            sql = f'{head}."{last.strip(chr(34))}{suffix}"'
+        return sql, {}
+
+    def rows(self, partition: str | None = None, suffix: str = "", columns: str = "*") -> list[tuple[Any, ...]]:
+        rel, params = self.relation(partition, suffix)
+        return self.session.conn.execute(f"SELECT {columns} FROM {rel} ORDER BY ALL", params or None).fetchall()
+
+    def columns(self, partition: str | None = None) -> list[tuple[str, str]]:
+        rel, params = self.relation(partition)
+        cur = self.session.conn.execute(f"SELECT * FROM {rel} LIMIT 0", params or None)
+        # DESCRIBE cannot take parameters; the relation's own description can.
+        return [(d[0], str(d[1])) for d in cur.description]
+
+    def exists(self, partition: str | None = None) -> bool:
+        if not self.is_object:
+            u = self.session.table_sql(self.uri).replace('"', "").split(".")
+            n = self.session.conn.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE database_name=$1 AND schema_name=$2 AND table_name=$3", u
+            ).fetchone()
+            return bool(n and n[0])
+        path = self.session.object_path(self.uri_for(partition))
+        if path.startswith("s3://"):
+            return bool(self.session.conn.execute("SELECT count(*) FROM read_blob($1)", [path]).fetchone()[0])  # type: ignore[index]
+        return os.path.exists(path)
+
+
+@pytest.fixture
+def write_target(request: pytest.FixtureRequest, make_session: Callable[..., Session]) -> Callable[..., WriteTarget]:
+    """``write_target(substrate, name="t", per_partition=False)`` → a WriteTarget with a fresh name.
+
+    One Session per test, with PostgreSQL/S3 configured only when a target needs them
+    (so tests that never touch them do not start the servers).
+    """
+    session: list[Session] = []
+
+    def make(substrate: str, name: str = "t", per_partition: bool = False) -> WriteTarget:
+        settings: dict[str, Any] = {}
+        if substrate == "postgres":
+            settings["postgres_dsn"] = request.getfixturevalue("pg_dsn")
+        if substrate == "s3_parquet":
+            settings.update(request.getfixturevalue("s3_server").settings())
+        if session and settings and any(getattr(session[0].settings, k) != v for k, v in settings.items()):
+            raise AssertionError("one test mixes substrates with different settings: use one write_target substrate")
+        if not session:
+            session.append(make_session(**settings))
+        unique = f"{name}_{uuid.uuid4().hex[:8]}"  # PostgreSQL and the S3 bucket outlive a test
+        uri = {
+            "ducklake": f"ducklake://main/{unique}",
+            "duckdb": f"duckdb://warehouse/{unique}",
+            "postgres": f"datatable://crm/{unique}",
+        }.get(substrate)
+        if uri is None:
+            uri = f"s3:///out/{unique}/{{partition}}.parquet" if per_partition else f"s3:///out/{unique}.parquet"
+        return WriteTarget(session[0], substrate, uri)
+
+    return make
