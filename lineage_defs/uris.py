@@ -96,8 +96,9 @@ def parse(text: str) -> Uri:
     for part in (authority, *parts):
         if KEY_PARTITION_TOKEN in part:
             raise UriError(f"'{KEY_PARTITION_TOKEN}' is reserved in URIs", f"write {PARTITION_TOKEN} for the partition")
-        if part and not _SAFE_PART.match(part.replace(PARTITION_TOKEN, "")):
-            bad = next(c for c in part.replace(PARTITION_TOKEN, "") if not _SAFE_PART.match(c))
+        rest = part.replace(PARTITION_TOKEN, "")
+        if rest and not _SAFE_PART.match(rest):
+            bad = next(c for c in rest if not _SAFE_PART.match(c))
             raise UriError(f"'{text}' contains '{bad}'", "asset URIs may use letters, digits, '_', '.', '-', '/' and the {partition} token")
     return Uri(kind, authority, parts)
 

@@ -8,7 +8,6 @@ scripts must collect problems, never raise.
 
 from __future__ import annotations
 
-import traceback
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -76,29 +75,12 @@ mutated = st.tuples(st.sampled_from(SEED_TEXTS), st.lists(_ops, min_size=1, max_
 )
 
 
-def _known_bug(exc: BaseException) -> bool:
-    """uris.parse raises StopIteration on a path segment that is only '{partition}'.
-
-    Reported; see test_parse_grammar.test_partition_only_segment_uri (xfail).
-    Remove this filter once uris.py is fixed.
-    """
-    if isinstance(exc, RuntimeError) and isinstance(exc.__cause__, StopIteration):
-        exc = exc.__cause__
-    frames = traceback.extract_tb(exc.__traceback__)
-    return isinstance(exc, StopIteration) and bool(frames) and frames[-1].filename.endswith("uris.py")
-
-
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=mutated, language=st.sampled_from([None, "duckdb", "postgres", "python", "bash"]))
 def test_parse_header_only_returns_annotation_errors(case: tuple[str, str], language: str | None) -> None:
     name, text = case
     lang = language or language_of(name) or "duckdb"
-    try:
-        header, errors = parse_header(f"p/{name}", text, lang)
-    except Exception as exc:
-        if _known_bug(exc):
-            return
-        raise
+    header, errors = parse_header(f"p/{name}", text, lang)
     n_lines = max(len(text.splitlines()), 1)
     assert header.body_line >= 1
     for e in errors:
@@ -117,12 +99,7 @@ def test_load_project_collects_and_never_raises(cases: list[tuple[str, str]], tm
         folder = root / ("shop" if i % 2 else "grammar")
         folder.mkdir(exist_ok=True)
         (folder / f"m{i}_{name}").write_text(text, encoding="utf-8", errors="surrogatepass")
-    try:
-        project = load_project(root, cache_dir=None)
-    except Exception as exc:
-        if _known_bug(exc):
-            return
-        raise
+    project = load_project(root, cache_dir=None)
     for e in (*project.errors, *project.warnings):
         assert isinstance(e, LineageDefsError)
         e.render()

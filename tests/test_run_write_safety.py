@@ -73,8 +73,12 @@ class AuditFailed(Exception):
     pass
 
 
-@pytest.mark.parametrize("substrate", SUBSTRATES)
-@pytest.mark.parametrize("strategy", ["replace", "partition_replace", "scd2"])
+AUDITED = [(s, "partition_replace") for s in SUBSTRATES] + [
+    (s, strategy) for s in ("ducklake", "postgres", "parquet") for strategy in ("replace", "scd2")
+]
+
+
+@pytest.mark.parametrize(("substrate", "strategy"), AUDITED)
 def test_failing_audit_leaves_previous_contents(write_target: Any, substrate: str, strategy: str) -> None:
     t = write_target(substrate)
     kw: dict[str, Any] = {
@@ -213,8 +217,12 @@ def test_schema_change_warn_and_ignore_write_common_columns(write_target: Any, s
         assert r.warnings == []
 
 
-@pytest.mark.parametrize("substrate", SCHEMA_SUBSTRATES)
-@pytest.mark.parametrize("strategy", ["partition_replace", "merge", "replace"])
+FAILING = [(s, "partition_replace") for s in SCHEMA_SUBSTRATES] + [
+    (s, strategy) for s in ("ducklake", "postgres") for strategy in ("merge", "replace")
+]
+
+
+@pytest.mark.parametrize(("substrate", "strategy"), FAILING)
 def test_schema_change_fail_aborts_before_writing(write_target: Any, substrate: str, strategy: str) -> None:
     t = write_target(substrate)
     with pytest.raises(RunError) as err:

@@ -170,7 +170,31 @@ def external_specs(project: Project, translator: LineageTranslator) -> list[Asse
     return out
 
 
+class _CachedKeys(LineageTranslator):
+    """The user's translator with asset keys memoised for one build (URIs repeat across the graph)."""
+
+    def __init__(self, inner: LineageTranslator) -> None:
+        self.inner = inner
+        self.keys: dict[str, AssetKey] = {}
+
+    def asset_key(self, uri: str) -> AssetKey:
+        key = self.keys.get(uri)
+        if key is None:
+            key = self.keys[uri] = self.inner.asset_key(uri)
+        return key
+
+    def group_name(self, step: StepSpec) -> str:
+        return self.inner.group_name(step)
+
+    def description(self, step: StepSpec) -> str:
+        return self.inner.description(step)
+
+    def external_group_name(self, uri: str) -> str | None:
+        return self.inner.external_group_name(uri)
+
+
 def all_assets(project: Project, translator: LineageTranslator) -> list[AssetsDefinition | AssetSpec]:
+    translator = _CachedKeys(translator)
     pdefs = {}
     for s in project.steps:
         pdef = partitions_def(s.partitioning, s.name)

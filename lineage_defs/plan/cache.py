@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 # Bump when the parser or the analysis changes what it produces.
-CACHE_VERSION = "plan-v1"
+CACHE_VERSION = "plan-v2"
 
 
 def content_hash(*parts: str) -> str:

@@ -17,7 +17,7 @@ from lineage_defs.errors import AnnotationError, LineageDefsError, Location, Spe
 from lineage_defs.parse import Header, language_of, parse_header
 from lineage_defs.plan.cache import PlanCache, content_hash
 from lineage_defs.plan.refs import bash_uris, python_uris
-from lineage_defs.plan.spec import ColumnEdge, Dep, Project, Statement, StepSpec, strategy_of
+from lineage_defs.plan.spec import Analysis, ColumnEdge, Dep, Problem, Project, RawEdge, Statement, StepSpec, strategy_of
 
 SKIP_DIRS = {"target", "dbt_packages", "logs", "node_modules", "__pycache__", ".venv", "venv"}
 
@@ -26,8 +26,9 @@ SKIP_DIRS = {"target", "dbt_packages", "logs", "node_modules", "__pycache__", ".
 class _FileResult:
     header: Header
     errors: tuple[AnnotationError, ...]
-    analysis: object | None  # SqlAnalysis for SQL, tuple of URIs for Python/Bash
-    text_lines: tuple[str, ...]  # for error carets in cross-file checks
+    analysis: Analysis | None
+    text_lines: tuple[str, ...]  # the header's lines, for error carets in cross-file checks
+    key: str = ""  # content hash
 
 
 def discover(root: Path) -> Iterator[tuple[str, Path]]:
@@ -54,14 +55,24 @@ def _walk(folder: Path) -> Iterator[Path]:
             yield p
 
 
-def _analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str, Sequence[str]] | None = None) -> object:
+def _analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str, Sequence[str]] | None = None) -> Analysis:
     if header.language in ("duckdb", "postgres"):
         from lineage_defs.plan.sql import analyze_sql
 
-        return analyze_sql(body, header.language, body_line=header.body_line, pg_connection=pg_connection, schemas=schemas)
+        a = analyze_sql(body, header.language, body_line=header.body_line, pg_connection=pg_connection, schemas=schemas)
+        return Analysis(
+            reads=tuple(a.reads),
+            writes=tuple(a.writes),
+            trailing_select=a.trailing_select,
+            output_columns=tuple(a.output_columns) if a.output_columns is not None else None,
+            edges=tuple(RawEdge(e.source_uri, e.source_column, e.target_column, e.kind) for e in a.edges),
+            needs_schemas=tuple(a.needs_schemas),
+            problems=tuple(Problem(p.message, p.line, p.col, p.fix) for p in a.problems),
+            statements=tuple(Statement(s.sql, s.line, s.kind) for s in a.statements),
+        )
     if header.language == "python":
-        return python_uris(body)
-    return bash_uris(body)
+        return Analysis(reads=python_uris(body))
+    return Analysis(reads=bash_uris(body))
 
 
 def _pg_connection(header: Header) -> str:
@@ -91,7 +102,7 @@ def load_project(root: str | Path, cache_dir: Path | None = None) -> Project:
             language = language_of(path.name) or "duckdb"
             header, errs = parse_header(rel, text, language)
             analysis = _analyze(header, _body(text, header.body_line), _pg_connection(header)) if header.is_step else None
-            hit = _FileResult(header, tuple(errs), analysis, tuple(text.splitlines()[: header.body_line]))
+            hit = _FileResult(header, tuple(errs), analysis, tuple(text.splitlines()[: header.body_line]), key)
             cache.put(key, hit)
         files[rel] = hit
         pipelines[rel] = pipeline
@@ -161,13 +172,13 @@ def _plan(root: Path, files: dict[str, _FileResult], pipelines: dict[str, str], 
         need = tuple(getattr(fr.analysis, "needs_schemas", ()))
         known = {u: schemas[u] for u in need if u in schemas}
         if known:
-            key = content_hash("schemas", p, repr(sorted(known.items())), fr.header.path, repr(fr.analysis))
+            key = content_hash("schemas", fr.key, repr(sorted(known.items())))
             hit = cache.get(key)
             if hit is None:
                 text = (root / p).read_text(encoding="utf-8", errors="replace")
                 hit = _analyze(fr.header, _body(text, fr.header.body_line), _pg_connection(fr.header), known)
                 cache.put(key, hit)
-            step_files[p] = _FileResult(fr.header, fr.errors, hit, fr.text_lines)
+            step_files[p] = _FileResult(fr.header, fr.errors, hit, fr.text_lines, fr.key)
 
     # scd2 targets keep a `<t>_current` view: reading it is reading `<t>`
     scd2 = {s for p, s in ((p, outs[0]) for p, outs in outputs.items()) if step_files[p].header.materialize and step_files[p].header.materialize.history}
@@ -241,7 +252,7 @@ def _step(
     for u in h.upstreams:
         uri = res(u.uri)  # type: ignore[operator]
         deps[uri] = Dep(uri, True, u.debounce, u.at.line)
-    inferred = tuple(getattr(a, "reads", a if isinstance(a, tuple) else ()))
+    inferred = tuple(getattr(a, "reads", ()))
     mutes = {res(m) for m in h.mutes}  # type: ignore[operator]
     for raw in inferred:
         uri = res(raw)  # type: ignore[operator]
@@ -294,7 +305,7 @@ def _step(
         if t.kind == "custom" and t.script and _find(rel, t.script, files, any_file=True) is None and t.at:
             errors.append(AnnotationError(f"data_test script '{t.script}' not found", t.at, f"the path is relative to {folder}/ or the pipelines folder"))
 
-    statements = tuple(Statement(s.sql, s.line, s.kind) for s in getattr(a, "statements", ()))
+    statements = tuple(getattr(a, "statements", ()))
     return StepSpec(
         name=_op_name(pipeline, rel, names),
         pipeline=pipeline,

@@ -7,6 +7,7 @@ executes it. Nothing here imports Dagster or touches a database.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from lineage_defs.errors import LineageDefsError
 from lineage_defs.parse.model import (
@@ -51,6 +52,38 @@ class Statement:
     sql: str
     line: int
     kind: str
+
+
+class RawEdge(NamedTuple):
+    source_uri: str
+    source_column: str
+    target_column: str | None  # None: a scan edge (the whole output)
+    kind: str
+
+
+class Problem(NamedTuple):
+    message: str
+    line: int
+    col: int
+    fix: str | None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What a script body reads, writes and how its columns flow — plain data.
+
+    The parse cache stores this (not sqlglot's objects), so a warm load never
+    imports sqlglot.
+    """
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    trailing_select: bool = True
+    output_columns: tuple[str, ...] | None = None
+    edges: tuple[RawEdge, ...] = ()
+    needs_schemas: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+    statements: tuple[Statement, ...] = ()
 
 
 @dataclass(frozen=True)
