@@ -196,25 +196,46 @@ class WriteTarget:
         return os.path.exists(path)
 
 
-@pytest.fixture
-def write_target(request: pytest.FixtureRequest, make_session: Callable[..., Session]) -> Callable[..., WriteTarget]:
-    """``write_target(substrate, name="t", per_partition=False)`` → a WriteTarget with a fresh name.
+@pytest.fixture(scope="module")
+def shared_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[tuple[str, Any], ...], Session]]:
+    """Sessions reused by a module's write tests (attaching the lake costs more than most writes).
 
-    One Session per test, with PostgreSQL/S3 configured only when a target needs them
-    (so tests that never touch them do not start the servers).
+    Targets get unique names, so tests sharing a session never see each other's tables.
     """
-    session: list[Session] = []
+    pool: dict[tuple[tuple[str, Any], ...], Session] = {}
+    yield pool
+    for s in pool.values():
+        s.close()
 
-    def make(substrate: str, name: str = "t", per_partition: bool = False) -> WriteTarget:
+
+@pytest.fixture
+def write_target(
+    request: pytest.FixtureRequest,
+    make_session: Callable[..., Session],
+    shared_sessions: dict[tuple[tuple[str, Any], ...], Session],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[..., WriteTarget]:
+    """``write_target(substrate, name="t", per_partition=False, fresh=False)`` → a WriteTarget with a fresh name.
+
+    PostgreSQL/S3 are configured (and started) only when a target needs them. Targets
+    share their module's Session unless ``fresh=True``: then the Session is the test's
+    own, on ``state_dir``, and the test may close it.
+    """
+
+    def make(substrate: str, name: str = "t", per_partition: bool = False, fresh: bool = False) -> WriteTarget:
         settings: dict[str, Any] = {}
         if substrate == "postgres":
             settings["postgres_dsn"] = request.getfixturevalue("pg_dsn")
         if substrate == "s3_parquet":
             settings.update(request.getfixturevalue("s3_server").settings())
-        if session and settings and any(getattr(session[0].settings, k) != v for k, v in settings.items()):
-            raise AssertionError("one test mixes substrates with different settings: use one write_target substrate")
-        if not session:
-            session.append(make_session(**settings))
+        if fresh:
+            session = make_session(**settings)
+        else:
+            key = tuple(sorted(settings.items()))
+            if key not in shared_sessions:
+                state = tmp_path_factory.mktemp("shared-state")
+                shared_sessions[key] = Session(RunSettings(state_dir=str(state), **settings))
+            session = shared_sessions[key]
         unique = f"{name}_{uuid.uuid4().hex[:8]}"  # PostgreSQL and the S3 bucket outlive a test
         uri = {
             "ducklake": f"ducklake://main/{unique}",
@@ -223,6 +244,6 @@ def write_target(request: pytest.FixtureRequest, make_session: Callable[..., Ses
         }.get(substrate)
         if uri is None:
             uri = f"s3:///out/{unique}/{{partition}}.parquet" if per_partition else f"s3:///out/{unique}.parquet"
-        return WriteTarget(session[0], substrate, uri)
+        return WriteTarget(session, substrate, uri)
 
     return make

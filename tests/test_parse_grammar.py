@@ -267,7 +267,7 @@ def _one(line: str, language: str = "duckdb") -> AnnotationError:
         ("on kafka topic=o max_batch=many", 31, "'many' is not a whole number — write e.g. 100"),
         ("on kafka", 12, "'on kafka' needs topic= — write on kafka topic=orders"),
         ("on webhook name=", 15, "'name' needs a value — write name=<value>"),
-        ("retry 3 backoff=quadratic", 20, "bad value 'quadratic' — use one of exponential|linear"),
+        ("retry 3 backoff=quadratic", 20, "bad value 'quadratic' — use one of exponential"),
         ("mute all of_them", 13, "'mute' takes one URI — write one mute line per asset"),
         ("mute", 8, "missing asset URI — write e.g. ducklake://main/orders"),
         ("pipeline extra", 13, "'pipeline' takes no arguments — the pipeline is the script's folder; remove the rest"),

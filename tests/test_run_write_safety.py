@@ -317,7 +317,7 @@ def test_scd2_deletes(write_target: Any, substrate: str, deletes: str) -> None:
 
 @pytest.mark.parametrize("substrate", ("ducklake", "postgres", "duckdb"))
 def test_scd2_current_view_survives_sync_and_other_aliases(write_target: Any, substrate: str) -> None:
-    t = write_target(substrate)
+    t = write_target(substrate, fresh=True)
     t.write("scd2", V1, key=("id",), valid_at=T1.isoformat())
     grown = "SELECT 1 AS id, 'a' AS name, 10 AS amount, 'new' AS note"
     r = t.write("scd2", grown, key=("id",), valid_at=T2.isoformat(), on_schema_change="sync")
@@ -364,7 +364,7 @@ CHILD = textwrap.dedent(
 def test_sigkill_mid_write_leaves_previous_contents(
     write_target: Any, state_dir: Path, request: pytest.FixtureRequest, substrate: str
 ) -> None:
-    t = write_target(substrate)
+    t = write_target(substrate, fresh=True)
     t.write("partition_replace", "SELECT range AS id, 'old' AS name FROM range(1000)", partition="p1")
     t.write("partition_replace", "SELECT range AS id, 'other' AS name FROM range(10)", partition="p2")
     dsn = t.session.settings.postgres_dsn or ""

@@ -662,7 +662,7 @@ def _retry(ln: _Line, args: list[Token]) -> None:
         return
     n = ln.integer(words[0])
     delay = ln.duration(words[1]) if len(words) == 2 else None
-    o = ln.options([t for t in args if t.key is not None], {"backoff": ln.choice(("exponential", "linear"))}, what="retry")
+    o = ln.options([t for t in args if t.key is not None], {"backoff": ln.choice(("exponential",))}, what="retry")
     if n is None or (len(words) == 2 and delay is None) or o is None:
         return
     ln.b.values["retry"] = Retry(n, delay, o.get("backoff") == "exponential")
@@ -798,6 +798,20 @@ def _freeze(b: _Builder, body_line: int) -> Header:
             b.errors.append(AnnotationError("'history' cannot be combined with 'partitioned'", mat.at, "an scd2 table keeps all versions itself: drop 'partitioned', or drop history for a partitioned snapshot"))
         if b.language == "bash" and not mat.manual:
             b.errors.append(AnnotationError("a Bash step writes its own output", mat.at, f"write 'materialize manual {mat.uri}'"))
+    seen_checks: dict[str, int] = {}
+    for t in ls.get("tests", ()):
+        assert isinstance(t, DataTest)
+        if t.name in seen_checks and t.at:
+            b.errors.append(AnnotationError(f"a second data_test named '{t.name}' (first on line {seen_checks[t.name]})", t.at, "each check needs its own name: merge the two lines, or test another column"))
+        elif t.at:
+            seen_checks[t.name] = t.at.line
+    seen_cols: dict[str, int] = {}
+    for c in ls.get("columns", ()):
+        assert isinstance(c, ColumnDecl)
+        if c.output in seen_cols and c.at:
+            b.errors.append(AnnotationError(f"column '{c.output}' is declared twice (first on line {seen_cols[c.output]})", c.at, "list every source on one line: column x <- a.c1, b.c2"))
+        elif c.at:
+            seen_cols[c.output] = c.at.line
     prose = "\n".join(b.prose).strip()
     return Header(
         path=b.path,
