@@ -16,7 +16,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip uv
-	$(VENV)/bin/uv pip install -q -p $(PY) -e '.[$(EXTRAS)]'
+	$(VENV)/bin/uv pip install -q --compile-bytecode -p $(PY) -e '.[$(EXTRAS)]'
 	touch $@
 
 demo: install

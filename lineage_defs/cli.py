@@ -116,7 +116,8 @@ def cmd_new(args: argparse.Namespace) -> int:
         mat = f"{c} materialize {'manual ' if manual else ''}{uri}"
     where = "-- WHERE ts >= $partition_start::TIMESTAMP AND ts < $partition_end::TIMESTAMP\n" if args.partitioned else ""
     write = {
-        "python": "runtime.write(df)\n",
+        # runtime.write() refuses a `materialize manual` target: with no managed output the script writes it itself
+        "python": "runtime.write(df)\n" if args.output != "none" else "# write the target here\n",
         "bash": 'echo "id" > "$LINEAGE_OUTPUT_PATH"\necho "1" >> "$LINEAGE_OUTPUT_PATH"\n' if args.output == "s3_parquet" else "# write the target here\n",
     }.get(args.lang, "")
     text = _TEMPLATES[args.lang].format(title=f"{name.replace('_', ' ').capitalize()}.", part=part, mat=mat, where=where, write=write)

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import SUBSTRATES
+from conftest import SUBSTRATES, WriteTarget
 from lineage_defs.errors import RunError
 from lineage_defs.run.substrates import RunSettings, Session
 from lineage_defs.run.write import WriteRequest, write
@@ -81,11 +80,12 @@ AUDITED = [(s, "partition_replace") for s in SUBSTRATES] + [
 @pytest.mark.parametrize(("substrate", "strategy"), AUDITED)
 def test_failing_audit_leaves_previous_contents(write_target: Any, substrate: str, strategy: str) -> None:
     t = write_target(substrate)
-    kw: dict[str, Any] = {
+    options: dict[str, dict[str, Any]] = {
         "replace": {},
         "partition_replace": {"partition": "p1"},
         "scd2": {"key": ("id",), "valid_at": T1.isoformat()},
-    }[strategy]
+    }
+    kw = options[strategy]
     t.write(strategy, V1, **kw)
     before = t.rows()
     seen: list[int] = []
@@ -111,7 +111,7 @@ def test_failing_audit_leaves_previous_contents(write_target: Any, substrate: st
 )
 def test_failing_first_write_creates_nothing(write_target: Any, substrate: str, strategy: str) -> None:
     t = write_target(substrate)
-    kw = {"partition": "p1"} if strategy == "partition_replace" else {"key": ("id",), "valid_at": T1.isoformat()}
+    kw: dict[str, Any] = {"partition": "p1"} if strategy == "partition_replace" else {"key": ("id",), "valid_at": T1.isoformat()}
 
     def audit(conn: Any) -> None:
         raise AuditFailed("no")
@@ -161,9 +161,11 @@ HOSTILE = ["x'); DROP TABLE t; --", "O'Brien", 'a"b', "ü/../é"]
 
 @pytest.mark.parametrize("substrate", ("ducklake", "duckdb", "postgres", "parquet", "s3_parquet"))
 def test_partition_keys_are_bound_parameters(write_target: Any, substrate: str) -> None:
-    bystander = write_target(substrate, "t")
-    bystander.write("replace", "SELECT 1 AS keep")
     t = write_target(substrate)
+    # a table (or object) literally named t, which the injected statement would drop
+    head, _, last = t.uri.rpartition("/")
+    bystander = WriteTarget(t.session, substrate, f"{head}/t{'.parquet' if last.endswith('.parquet') else ''}")
+    bystander.write("replace", "SELECT 1 AS keep")
     results = [t.write("partition_replace", "SELECT 1 AS id", partition=p) for p in HOSTILE]
     results.append(t.write("partition_replace", "SELECT 2 AS id", partition=HOSTILE[0]))
     assert t.rows() == sorted([(2, HOSTILE[0]), *((1, p) for p in HOSTILE[1:])])
@@ -351,7 +353,7 @@ CHILD = textwrap.dedent(
     from lineage_defs.run.write import WriteRequest, write
     settings = RunSettings(state_dir=sys.argv[1], postgres_dsn=sys.argv[3] or None)
     s = Session(settings)
-    s.conn.execute("CREATE TEMP TABLE slice AS SELECT range AS id, 'new' AS name FROM range(1000000)")
+    s.conn.execute("CREATE TEMP TABLE slice AS SELECT range AS id, 'new' AS name FROM range(500000)")
     def audit(conn):
         print("IN-TRANSACTION", flush=True)
         time.sleep(60)
@@ -361,9 +363,7 @@ CHILD = textwrap.dedent(
 
 
 @pytest.mark.parametrize("substrate", ("ducklake", "postgres"))
-def test_sigkill_mid_write_leaves_previous_contents(
-    write_target: Any, state_dir: Path, request: pytest.FixtureRequest, substrate: str
-) -> None:
+def test_sigkill_mid_write_leaves_previous_contents(write_target: Any, state_dir: Path, substrate: str) -> None:
     t = write_target(substrate, fresh=True)
     t.write("partition_replace", "SELECT range AS id, 'old' AS name FROM range(1000)", partition="p1")
     t.write("partition_replace", "SELECT range AS id, 'other' AS name FROM range(10)", partition="p2")

@@ -174,9 +174,13 @@ def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list
     if failed:
         first = failed[0][1]
         names = ", ".join(p or "(unpartitioned)" for p, _ in failed)
-        if len(failed) == 1 and isinstance(first, RunError):
+        if wins == [None]:
             raise first
-        raise RunError(f"{len(failed)} of {len(wins)} partitions failed: {names}; first error: {first}", Location(step.path), "fix the failing partitions and re-run them; the others are materialized")
+        raise RunError(
+            f"{len(failed)} of {len(wins)} partitions failed: {names}; first error: {first}",
+            Location(step.path),
+            "fix the failing partitions and re-run them; the others are materialized",
+        ) from first
 
 
 def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: list[PartitionWindow | None], trigger: str, key: Any, translator: LineageTranslator) -> Iterator[Any]:

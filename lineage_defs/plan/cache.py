@@ -35,9 +35,10 @@ class PlanCache:
         if self.path and self.path.exists():
             try:
                 with self.path.open("rb") as f:
-                    self.entries = pickle.load(f)
+                    entries = pickle.load(f)
             except Exception:  # a corrupt or foreign cache is just a cold start
-                self.entries = {}
+                entries = {}
+            self.entries = entries if isinstance(entries, dict) else {}  # a foreign pickle may load as anything
 
     def get(self, key: str) -> Any:
         value = self.entries.get(key)

@@ -120,7 +120,10 @@ class StepRunner:
         home = self.session.aliases.get("duckdb://warehouse")
         if home:
             conn.execute(f'USE "{home}"')  # unqualified names are warehouse tables
-        self.base_temps = _temp_objects(conn)
+        # Only scripts that create objects in setup statements need them dropped
+        # between partitions (a catalog query per partition otherwise).
+        self.needs_reset = any(k not in ("query", "set", "attach", "use") for _, _, k in _statements(self.step)[:-1])
+        self.base_temps = _temp_objects(conn) if self.needs_reset else set()
         if self.step.language == "postgres":
             import psycopg
 
@@ -135,6 +138,8 @@ class StepRunner:
 
     def _reset(self) -> None:
         """Drop temp objects the previous partition's setup statements created."""
+        if not self.needs_reset:
+            return
         conn = self.session.conn
         for kind, name in _temp_objects(conn) - self.base_temps:
             conn.execute(f'DROP {kind} IF EXISTS temp.main."{name}"')

@@ -250,7 +250,10 @@ def rollback(ctx: WriteContext) -> None:
         pass  # no transaction was open
     if ctx.flavor == "postgres":
         # The postgres extension keeps catalog entries of rolled-back CREATEs: forget them.
-        conn.execute("CALL pg_clear_cache()")
+        try:
+            conn.execute("CALL pg_clear_cache()")
+        except duckdb.Error:
+            pass
 
 
 def result(ctx: WriteContext, rows: int, schema: list[Column], snapshot_id: int | None = None) -> WriteResult:

@@ -70,7 +70,10 @@ def apply(ctx: WriteContext) -> None:
     track, updated_at = _compared(ctx)
     types = ctx.target_types
     used = list(dict.fromkeys([*req.key, *track, *([updated_at] if updated_at else [])]))
-    s_cols = ", ".join(f"CAST({ident(c)} AS {types[c]}) AS {ident(c)}" for c in used)
+    slice_types = dict(ctx.columns)
+    s_cols = ", ".join(
+        ident(c) if slice_types[c] == types[c] else f"CAST({ident(c)} AS {types[c]}) AS {ident(c)}" for c in used
+    )
     o_cols = ", ".join(ident(c) for c in used)
     changed = [f"_o.{ident(c)} IS DISTINCT FROM _s.{ident(c)}" for c in track]
     if updated_at:
@@ -125,6 +128,7 @@ def _postgres(ctx: WriteContext, statement: str) -> None:
         {"catalog": ctx.catalog, "statement": statement},
         shown=f"CALL postgres_execute($catalog, $statement) /* {statement} */",
     )
+    ctx.run("CALL pg_clear_cache()")  # else DuckDB's catalog cache never learns of the view
 
 
 def _create_view(ctx: WriteContext) -> None:

@@ -1,0 +1,59 @@
+"""The pipelines folder as a Dagster Component (``defs.yaml``) gives the same assets as ``build_definitions``."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+from dagster.components.testing import create_defs_folder_sandbox
+
+from lineage_defs import LineageSettings, build_definitions
+from lineage_defs.assets.component import LineageDefsComponent
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
+TYPE = "lineage_defs.assets.component.LineageDefsComponent"
+
+
+def _keys(defs) -> set[str]:  # type: ignore[no-untyped-def]
+    return {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+
+
+@pytest.fixture(scope="module")
+def expected(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    state = tmp_path_factory.mktemp("state")
+    return _keys(build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(state))))
+
+
+def test_component_with_absolute_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expected: set[str]) -> None:
+    state = tmp_path / "state"
+    monkeypatch.setenv("LINEAGE_STATE_DIR", str(state))
+    with warnings.catch_warnings(), create_defs_folder_sandbox() as sandbox:
+        warnings.simplefilter("ignore")  # Dagster's beta warnings about code references
+        path = sandbox.scaffold_component(
+            LineageDefsComponent,
+            defs_path="lineage",
+            defs_yaml_contents={"type": TYPE, "attributes": {"pipelines_dir": str(EXAMPLE), "state_dir": str(state)}},
+        )
+        with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
+            assert isinstance(component, LineageDefsComponent)
+            assert _keys(defs) == expected
+            assert len(expected) == 11
+    assert (state / "cache").is_dir()  # the component's state went where it was told
+
+
+def test_component_resolves_relative_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expected: set[str]) -> None:
+    monkeypatch.setenv("LINEAGE_STATE_DIR", str(tmp_path / "unused"))
+    with warnings.catch_warnings(), create_defs_folder_sandbox() as sandbox:
+        warnings.simplefilter("ignore")
+        path = sandbox.scaffold_component(
+            LineageDefsComponent,
+            defs_path="lineage",
+            defs_yaml_contents={"type": TYPE, "attributes": {"pipelines_dir": "pipelines", "state_dir": ".lineage"}},
+        )
+        shutil.copytree(EXAMPLE, path / "pipelines")  # relative to the defs folder
+        with sandbox.build_all_defs() as defs:
+            assert _keys(defs) == expected
+        assert (sandbox.project_root / ".lineage" / "cache").is_dir()  # relative to the project root
+    assert not (tmp_path / "unused").exists()

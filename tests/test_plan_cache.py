@@ -1,0 +1,132 @@
+"""The parse cache: warm loads equal cold ones, only changed files are parsed again, corrupt caches are cold starts, no sqlglot when warm."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lineage_defs.plan import project as project_mod
+from lineage_defs.plan.cache import CACHE_VERSION
+from lineage_defs.plan.project import load_project
+from lineage_defs.plan.spec import Project
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
+
+
+@pytest.fixture
+def pipelines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LINEAGE_STATE_DIR", str(tmp_path / "state"))
+    return Path(shutil.copytree(EXAMPLE, tmp_path / "pipelines"))
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, Counter[str]]:
+    """Counts of parse_header / _analyze calls per script path."""
+    counts: dict[str, Counter[str]] = {"parse": Counter(), "analyze": Counter()}
+    parse, analyze = project_mod.parse_header, project_mod._analyze
+
+    def spy_parse(rel, text, language):  # type: ignore[no-untyped-def]
+        counts["parse"][rel] += 1
+        return parse(rel, text, language)
+
+    def spy_analyze(header, *args, **kwargs):  # type: ignore[no-untyped-def]
+        counts["analyze"][header.path] += 1
+        return analyze(header, *args, **kwargs)
+
+    monkeypatch.setattr(project_mod, "parse_header", spy_parse)
+    monkeypatch.setattr(project_mod, "_analyze", spy_analyze)
+    return counts
+
+
+def assert_same(a: Project, b: Project) -> None:
+    assert a.steps == b.steps
+    assert (a.root, a.externals, a.macros, a.invalid_paths) == (b.root, b.externals, b.macros, b.invalid_paths)
+    assert [e.render() for e in a.errors] == [e.render() for e in b.errors]
+    assert [w.render() for w in a.warnings] == [w.render() for w in b.warnings]
+
+
+def test_warm_load_equals_cold_load(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]]) -> None:
+    cache = tmp_path / "cache"
+    cold = load_project(pipelines, cache_dir=cache)
+    assert len(cold.steps) == 11 and not cold.errors
+    assert (cache / f"{CACHE_VERSION}.pickle").is_file()
+    n_parsed = sum(calls["parse"].values())
+    assert n_parsed == 13  # every script, the macro library and the custom test included
+
+    warm = load_project(pipelines, cache_dir=cache)
+    assert sum(calls["parse"].values()) == n_parsed, "a warm load parsed again"
+    assert_same(cold, warm)
+    assert_same(cold, load_project(pipelines, cache_dir=None))
+
+
+def test_changing_one_file_reparses_only_that_file(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]]) -> None:
+    cache = tmp_path / "cache"
+    load_project(pipelines, cache_dir=cache)
+    changed = pipelines / "shop" / "products.sql"
+    changed.write_text(changed.read_text().replace("ORDER BY product_id", "ORDER BY product_id DESC"))
+    for c in calls.values():
+        c.clear()
+
+    after = load_project(pipelines, cache_dir=cache)
+    assert calls["parse"] == Counter({"shop/products.sql": 1})
+    assert calls["analyze"] == Counter({"shop/products.sql": 1})
+    assert_same(after, load_project(pipelines, cache_dir=None))  # nothing stale from the cache
+
+    for c in calls.values():
+        c.clear()
+    load_project(pipelines, cache_dir=cache)
+    assert not calls["parse"] and not calls["analyze"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"not a pickle at all", pickle.dumps({"k": 1})[:7], pickle.dumps(["a", "list"]), pickle.dumps(None)],
+    ids=["empty", "garbage", "truncated", "foreign-list", "foreign-none"],
+)
+def test_corrupt_cache_is_treated_as_empty(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]], content: bytes) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / f"{CACHE_VERSION}.pickle").write_bytes(content)
+    project = load_project(pipelines, cache_dir=cache)
+    assert_same(project, load_project(pipelines, cache_dir=None))
+    assert sum(calls["parse"].values()) == 2 * 13  # everything parsed, twice: the corrupt cache held nothing
+
+    # and it was replaced by a good one
+    for c in calls.values():
+        c.clear()
+    assert_same(load_project(pipelines, cache_dir=cache), project)
+    assert not calls["parse"]
+
+
+_LOAD = """
+import json, sys
+from pathlib import Path
+from lineage_defs.plan.project import load_project
+p = load_project(Path(sys.argv[1]), cache_dir=Path(sys.argv[2]))
+print(json.dumps({
+    "steps": len(p.steps),
+    "sqlglot": any(m == "sqlglot" or m.startswith("sqlglot.") for m in sys.modules),
+    "dagster": "dagster" in sys.modules,
+}))
+"""
+
+
+def test_warm_load_does_not_import_sqlglot(pipelines: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "LINEAGE_STATE_DIR": str(tmp_path / "state")}
+
+    def load() -> dict[str, object]:
+        r = subprocess.run([sys.executable, "-c", _LOAD, str(pipelines), str(tmp_path / "cache")], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    cold, warm = load(), load()
+    assert cold == {"steps": 11, "sqlglot": True, "dagster": False}
+    assert warm == {"steps": 11, "sqlglot": False, "dagster": False}

@@ -1,0 +1,247 @@
+"""Steps run through Dagster on real engines: SQL (DuckDB, PostgreSQL), Python and Bash via Pipes,
+hostile partition keys, `{partition}` objects, macros, ATTACH by URI, range runs with a failing
+partition, retries."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+from lineage_defs import LineageResource, LineageSettings, build_definitions
+from lineage_defs.run.substrates import RunSettings, Session
+
+pytestmark = pytest.mark.slow
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(textwrap.dedent(text).lstrip())
+
+
+def defs_for(root: Path, state: Path, **resource: Any) -> dg.Definitions:
+    return build_definitions(
+        root,
+        settings=LineageSettings(state_dir=str(state)),
+        resource=LineageResource(pipelines_dir=str(root), state_dir=str(state), **resource),
+    )
+
+
+def run(defs: dg.Definitions, instance: dg.DagsterInstance, keys: list[list[str]] | None = None, **kw: Any) -> dg.ExecuteInProcessResult:
+    selection = [dg.AssetKey(k) for k in keys] if keys else None
+    return dg.materialize(defs.assets, instance=instance, resources=defs.resources, selection=selection, raise_on_error=False, **kw)
+
+
+def query(state: Path, sql: str, **settings: Any) -> list[tuple[Any, ...]]:
+    with Session(RunSettings(state_dir=str(state), **settings)) as s:
+        return s.conn.execute(sql).fetchall()
+
+
+@pytest.fixture
+def instance() -> Any:
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def materializations(result: dg.ExecuteInProcessResult) -> list[Any]:
+    return [e.event_specific_data.materialization for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
+
+
+def test_hostile_dynamic_partition_keys_arrive_verbatim(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/keys.sql", """
+        -- pipeline
+        -- partitioned dynamic key="$.k"
+        -- materialize ducklake://main/keys
+        SELECT '{partition}' AS via_token, $partition AS via_param, 'literal {partition} kept' AS s
+    """)
+    defs = defs_for(root, state)
+    hostile = ["x'); DROP TABLE lake.main.keys; --", "O'Brien", "a\"b", "$partition", "{partition}"]
+    instance.add_dynamic_partitions("x__keys", hostile)
+    for key in hostile:
+        r = run(defs, instance, partition_key=key)
+        assert r.success, key
+    rows = query(state, "SELECT via_token, via_param, s, _partition FROM lake.main.keys ORDER BY _partition")
+    assert sorted(r[3] for r in rows) == sorted(hostile)
+    for token, param, s, part in rows:
+        assert token == param == part
+        assert s == f"literal {part} kept"  # the literal's token is resolved as a bound value, not spliced
+
+
+def test_partition_token_in_object_paths_and_macros(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    objects = state / "objects" / "raw"
+    objects.mkdir(parents=True)
+    for day, n in (("2025-01-01", 3), ("2025-01-02", 5)):
+        (objects / f"{day}.csv").write_text("id,cents\n" + "".join(f"{i},{i * 100}\n" for i in range(n)))
+    write(root, "shop/macros/money.sql", """
+        -- macros
+        CREATE OR REPLACE MACRO eur(c) AS c / 100.0;
+    """)
+    write(root, "shop/orders.sql", """
+        -- Orders from the raw drop.
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize duckdb://warehouse/orders
+        SELECT id, eur(cents) AS amount FROM read_csv('s3:///raw/{partition}.csv')
+    """)
+    defs = defs_for(root, state)
+    for day in ("2025-01-01", "2025-01-02", "2025-01-01"):
+        assert run(defs, instance, partition_key=day).success
+    rows = query(state, "SELECT _partition, count(*), sum(amount) FROM warehouse.main.orders GROUP BY 1 ORDER BY 1")
+    assert rows == [("2025-01-01", 3, 3.0), ("2025-01-02", 5, 10.0)]
+    # the macro library was injected as a TEMP macro: nothing persisted into the warehouse
+    assert query(state, "SELECT count(*) FROM duckdb_functions() WHERE function_name = 'eur'") == [(0,)]
+
+
+def test_range_run_reports_each_partition_and_isolates_a_failure(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/daily.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize ducklake://main/daily
+        SELECT $partition AS day, CASE WHEN $partition = '2025-01-03' THEN error('boom on the 3rd') ELSE 1 END AS ok
+    """)
+    defs = defs_for(root, state)
+    r = run(defs, instance, tags={ASSET_PARTITION_RANGE_START_TAG: "2025-01-01", ASSET_PARTITION_RANGE_END_TAG: "2025-01-05"})
+    assert not r.success
+    done = sorted(m.partition for m in materializations(r))
+    assert done == ["2025-01-01", "2025-01-02", "2025-01-04", "2025-01-05"]
+    failure = next(e for e in r.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "2025-01-03" in failure.message or "2025-01-03" in str(failure.event_specific_data.error)
+    assert "boom on the 3rd" in str(failure.event_specific_data.error)
+    # partition status as Dagster records it: four materialized, the third not
+    key = dg.AssetKey(["ducklake", "main", "daily"])
+    assert sorted(instance.get_materialized_partitions(key)) == done
+    assert query(state, "SELECT day FROM lake.main.daily ORDER BY day") == [(d,) for d in done]
+    for m in materializations(r):
+        assert m.metadata["dagster/row_count"].value == 1
+        assert m.metadata["lineage/partition"].value == m.partition
+        assert "lineage/sql" in m.metadata and "lineage/ducklake_snapshot_id" in m.metadata
+
+
+def test_python_and_bash_steps_through_pipes(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "shop/drop.sh", """
+        #!/usr/bin/env bash
+        # Raw file for the day.
+        # pipeline
+        # partitioned daily start=2025-01-01
+        # materialize manual s3:///raw/{partition}.csv
+        set -euo pipefail
+        echo "bash sees $PARTITION from $PARTITION_START"
+        printf 'id,day\\n1,%s\\n2,%s\\n' "$PARTITION" "$PARTITION" > "$LINEAGE_OUTPUT_PATH"
+    """)
+    write(root, "shop/load.py", """
+        # Load the day's file.
+        # pipeline
+        # partitioned daily start=2025-01-01
+        # materialize ducklake://main/loaded key=id
+        # data_test unique id
+        # column id <- s3:///raw/{partition}.csv.id
+        from lineage_defs import runtime
+
+        p = runtime.partition()
+        con = runtime.connect()
+        df = con.execute("SELECT id, day, ? AS start FROM read_csv(?)", [p.start.isoformat(), runtime.path("s3:///raw/{partition}.csv")]).df()
+        runtime.report(note="hello from python")
+        runtime.write(df)
+    """)
+    defs = defs_for(root, state)
+    r = run(defs, instance, partition_key="2025-01-02")
+    assert r.success
+    mats = {tuple(m.asset_key.path): m for m in materializations(r)}
+    loaded = mats[("ducklake", "main", "loaded")]
+    assert loaded.metadata["dagster/row_count"].value == 2
+    assert loaded.metadata["note"].value == "hello from python"
+    assert [c.name for c in loaded.metadata["dagster/column_schema"].schema.columns][:2] == ["id", "day"]
+    assert "dagster/column_lineage" in loaded.metadata
+    checks = [e for e in r.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert [c.event_specific_data.passed for c in checks] == [True]
+    raw = mats[("s3", "_default", "raw", "__partition__.csv")]
+    assert raw.metadata["dagster/row_count"].value == 2  # observed after the manual write
+    rows = query(state, "SELECT id, day, start FROM lake.main.loaded ORDER BY id")
+    assert [(a, str(b)[:10]) for a, b, _ in rows] == [(1, "2025-01-02"), (2, "2025-01-02")]
+    assert rows[0][2].startswith("2025-01-02T00:00:00")
+
+
+def test_blocking_check_rolls_back_and_warn_check_keeps(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/t.sql", """
+        -- pipeline
+        -- materialize ducklake://main/t
+        -- data_test not_null v
+        -- data_test row_count max=1 severity=warn
+        SELECT * FROM (VALUES (1, 'a'), (2, 'b')) v(id, v)
+    """)
+    defs = defs_for(root, state)
+    assert run(defs, instance).success
+    evals = [e.event_specific_data for e in instance.all_logs(instance.get_runs()[0].run_id) if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert {(c.check_name, c.passed) for c in (e.dagster_event.event_specific_data for e in instance.all_logs(instance.get_runs()[0].run_id) if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION")} == {("not_null_v", True), ("row_count", False)}
+    assert evals is not None
+    (root / "x/t.sql").write_text((root / "x/t.sql").read_text().replace("(2, 'b')", "(2, NULL), (3, 'c')"))
+    r = run(defs_for(root, state), instance)
+    assert not r.success
+    failed = [e for e in r.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.event_specific_data.passed]
+    assert {e.event_specific_data.check_name for e in failed} == {"not_null_v", "row_count"}
+    assert query(state, "SELECT id, v FROM lake.main.t ORDER BY id") == [(1, "a"), (2, "b")]  # rolled back
+
+
+def test_retry_annotation_retries(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    marker = tmp_path / "attempts"
+    write(root, "x/flaky.py", f"""
+        # pipeline
+        # retry 2
+        # materialize ducklake://main/flaky
+        from pathlib import Path
+        import pandas as pd
+        from lineage_defs import runtime
+        m = Path({str(marker)!r})
+        n = int(m.read_text()) + 1 if m.exists() else 1
+        m.write_text(str(n))
+        if n < 2:
+            raise SystemExit("transient failure")
+        runtime.write(pd.DataFrame({{"attempt": [n]}}))
+    """)
+    defs = defs_for(root, state)
+    job = defs.resolve_implicit_global_asset_job_def()
+    r = job.execute_in_process(instance=instance, resources=None, raise_on_error=False) if False else dg.materialize(defs.assets, instance=instance, resources=defs.resources, raise_on_error=False)
+    assert marker.read_text() == "2"
+    assert r.success
+    assert query(state, "SELECT attempt FROM lake.main.flaky") == [(2,)]
+
+
+def test_postgres_steps_and_attach_by_uri(tmp_path: Path, instance: Any, pg_dsn: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS customers")
+        c.execute("CREATE TABLE customers (id int primary key, name text, day date)")
+        c.execute("INSERT INTO customers VALUES (1, 'Ann', '2025-01-02'), (2, 'O''Brien', '2025-01-02'), (3, 'Cy', '2025-01-03')")
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "crm/daily_customers.pg.sql", """
+        -- Customers of a day, on the server.
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize datatable://crm/daily_customers
+        SELECT id, name, 'x%' AS pct FROM customers WHERE day = CAST(%(partition)s AS date) OR day = $partition::date
+    """.replace("CAST(%(partition)s AS date) OR day = ", ""))
+    write(root, "crm/names.sql", """
+        -- Names from PostgreSQL into the lake.
+        -- pipeline
+        -- materialize ducklake://main/names
+        ATTACH 'datatable://crm' AS crm;
+        SELECT id, upper(name) AS name FROM crm.public.daily_customers
+    """)
+    defs = defs_for(root, state, postgres_dsn=pg_dsn)
+    assert run(defs, instance, [["datatable", "crm", "daily_customers"]], partition_key="2025-01-02").success
+    with psycopg.connect(pg_dsn) as c:
+        assert c.execute("SELECT id, name, pct, _partition FROM daily_customers ORDER BY id").fetchall() == [(1, "Ann", "x%", "2025-01-02"), (2, "O'Brien", "x%", "2025-01-02")]
+    assert run(defs, instance, [["ducklake", "main", "names"]]).success
+    assert query(state, "SELECT id, name FROM lake.main.names ORDER BY id") == [(1, "ANN"), (2, "O'BRIEN")]
