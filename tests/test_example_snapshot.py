@@ -61,6 +61,7 @@ def render(defs: Definitions) -> dict[str, Any]:
             "group": node.group_name,
             "deps": [_key(p) for p in parents],
             "partitions": _partitions(node.partitions_def),
+            # as Dagster resolves them: its default where the factory sets none
             "partition_mappings": {
                 _key(p): type(graph.get_partition_mapping(key, p)).__name__ for p in parents
             },

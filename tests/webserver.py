@@ -61,6 +61,63 @@ def _new_group_with_death_signal() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
+def launch_supervised(argv: list[str], cwd: Path, env: Mapping[str, str], output: Any) -> subprocess.Popen[bytes]:
+    """Start ``argv`` under the supervisor, in a new process group led by the supervisor.
+
+    The group id is the returned process's pid.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR, str(os.getpid()), *argv],
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_new_group_with_death_signal,  # noqa: PLW1509 - the point of it
+    )
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Pids of the group's processes that still run (zombies, which run nothing, excluded)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            out.append(int(entry))
+    return out
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM to ``proc``'s process group; SIGKILL to what is left after ``grace`` seconds."""
+    pgid = proc.pid
+
+    def signal_group(sig: int) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+
+    signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        proc.poll()  # reap the supervisor once it exits
+        if not live_group_members(pgid):
+            break
+        time.sleep(0.2)
+    signal_group(signal.SIGKILL)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 class GraphQLError(AssertionError):
     """The server answered with errors."""
 
@@ -85,15 +142,7 @@ class DagsterDev:
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> None:
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", SUPERVISOR, str(os.getpid()), *self.argv],
-            cwd=self.cwd,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_new_group_with_death_signal,  # noqa: PLW1509 - the point of it
-        )
+        self.proc = launch_supervised(self.argv, self.cwd, self.env, self._log)
 
     @property
     def pgid(self) -> int:
@@ -114,39 +163,11 @@ class DagsterDev:
         if self.proc is None:
             return
         try:
-            self._signal_group(signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and self._group_exists():
-                try:
-                    self.proc.wait(timeout=0.2)
-                except subprocess.TimeoutExpired:
-                    pass
-                if self.proc.poll() is not None and not self._group_exists():
-                    break
-            self._signal_group(signal.SIGKILL)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+            stop_group(self.proc, grace)
         finally:
             if self._log is not None:
                 self._log.close()
                 self._log = None
-
-    def _signal_group(self, sig: int) -> None:
-        try:
-            os.killpg(self.pgid, sig)
-        except ProcessLookupError:
-            pass
-
-    def _group_exists(self) -> bool:
-        try:
-            os.killpg(self.pgid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
 
     # -- GraphQL -------------------------------------------------------------------
     def graphql(self, query: str, variables: Mapping[str, Any] | None = None, timeout: float = 60) -> dict[str, Any]:
