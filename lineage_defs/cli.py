@@ -24,12 +24,16 @@ def _load(folder: Path, use_cache: bool = True) -> Project:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from lineage_defs.plan.schemas import captured_schemas, column_warnings
+
     project = _load(_folder(args.folder), use_cache=not args.no_cache)
-    for w in project.warnings:
+    state = os.environ.get("LINEAGE_STATE_DIR", ".lineage")
+    warnings = [*project.warnings, *column_warnings(project, captured_schemas(state))]
+    for w in warnings:
         print(w.render(), file=sys.stderr)
     for e in project.errors:
         print(e.render(), file=sys.stderr)
-    n, w = len(project.errors), len(project.warnings)
+    n, w = len(project.errors), len(warnings)
     print(f"{len(project.steps)} steps, {n} error{'s' * (n != 1)}, {w} warning{'s' * (w != 1)}")
     return 1 if project.errors else 0
 
@@ -118,7 +122,13 @@ def cmd_new(args: argparse.Namespace) -> int:
     write = {
         # runtime.write() refuses a `materialize manual` target: with no managed output the script writes it itself
         "python": "runtime.write(df)\n" if args.output != "none" else "# write the target here\n",
-        "bash": 'echo "id" > "$LINEAGE_OUTPUT_PATH"\necho "1" >> "$LINEAGE_OUTPUT_PATH"\n' if args.output == "s3_parquet" else "# write the target here\n",
+        "bash": (
+            '# $LINEAGE_OUTPUT_PATH is a local file; the runtime uploads it when object storage is S3.\n'
+            '"$LINEAGE_PYTHON" -c \'import os, pyarrow as pa, pyarrow.parquet as pq; '
+            'pq.write_table(pa.table({"id": [1]}), os.environ["LINEAGE_OUTPUT_PATH"])\'\n'
+        )
+        if args.output == "s3_parquet"
+        else "# write the target here\n",
     }.get(args.lang, "")
     text = _TEMPLATES[args.lang].format(title=f"{name.replace('_', ' ').capitalize()}.", part=part, mat=mat, where=where, write=write)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -245,3 +245,27 @@ def test_postgres_steps_and_attach_by_uri(tmp_path: Path, instance: Any, pg_dsn:
         assert c.execute("SELECT id, name, pct, _partition FROM daily_customers ORDER BY id").fetchall() == [(1, "Ann", "x%", "2025-01-02"), (2, "O'Brien", "x%", "2025-01-02")]
     assert run(defs, instance, [["ducklake", "main", "names"]]).success
     assert query(state, "SELECT id, name FROM lake.main.names ORDER BY id") == [(1, "ANN"), (2, "O'BRIEN")]
+
+
+def test_consumer_columns_checked_against_captured_schema(tmp_path: Path, instance: Any) -> None:
+    from lineage_defs.plan.project import load_project
+    from lineage_defs.plan.schemas import captured_schemas, column_warnings
+
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/up.sql", """
+        -- pipeline
+        -- materialize ducklake://main/up
+        SELECT 1 AS id, 'a' AS name
+    """)
+    write(root, "x/down.sql", """
+        -- pipeline
+        -- materialize ducklake://main/down
+        SELECT id,
+               nam AS name
+        FROM lake.main.up
+    """)
+    assert run(defs_for(root, state), instance, [["ducklake", "main", "up"]]).success
+    warnings = column_warnings(load_project(root), captured_schemas(state))
+    assert [w.headline() for w in warnings] == [
+        "x/down.sql:4:8: warning: ducklake://main/up has no column 'nam' in its last materialization — did you mean 'name'?"
+    ]

@@ -14,6 +14,7 @@ from lineage_defs.assets.resources import LineageResource
 from lineage_defs.assets.translator import LineageTranslator
 from lineage_defs.errors import ProjectErrors
 from lineage_defs.plan.project import load_project
+from lineage_defs.plan.schemas import captured_schemas, column_warnings
 from lineage_defs.plan.spec import Project
 
 log = logging.getLogger("lineage_defs")
@@ -31,7 +32,7 @@ class LineageSettings:
 def load(pipelines_dir: str | Path, settings: LineageSettings = LineageSettings()) -> Project:
     cache = Path(settings.state_dir) / "cache" if settings.use_cache else None
     project = load_project(Path(pipelines_dir), cache_dir=cache)
-    for w in project.warnings:
+    for w in (*project.warnings, *column_warnings(project, captured_schemas(settings.state_dir))):
         log.warning(w.render())
     if project.errors:
         if settings.on_invalid == "raise":

@@ -200,11 +200,18 @@ def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: li
             "LINEAGE_WRITE": json.dumps(_write_spec(step)),
             "PYTHONUNBUFFERED": "1",
         }
+        upload = None
         if target.startswith("s3://"):
             loc = settings.object_location(target)
-            env["LINEAGE_OUTPUT_PATH"] = loc
-            if not loc.startswith("s3://"):
+            if loc.startswith("s3://"):
+                # the script writes a local file; it is uploaded in one PUT after success
+                upload = (Path(tmp) / "output" / Path(loc).name, loc)
+                upload[0].parent.mkdir()
+                env["LINEAGE_OUTPUT_PATH"] = str(upload[0])
+            else:
                 Path(loc).parent.mkdir(parents=True, exist_ok=True)
+                env["LINEAGE_OUTPUT_PATH"] = loc
+        env["LINEAGE_PYTHON"] = sys.executable
         command = [sys.executable, str(script)] if step.language == "python" else ["bash", str(script)]
         try:
             invocation = PipesSubprocessClient(cwd=str(script.parent)).run(command=command, context=context, env=env)
@@ -215,6 +222,8 @@ def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: li
             raise
         reported = [r for r in invocation.get_results()]
         written = json.loads(result_file.read_text()) if result_file.exists() else None
+        if upload and upload[0].exists():
+            _upload(settings, upload[0], upload[1])
     user_meta: dict[str, Any] = {}
     for r in reported:
         if isinstance(r, MaterializeResult):
@@ -226,6 +235,20 @@ def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: li
     meta = {**materialization_metadata(step, translator, result, trigger), **user_meta}
     yield from _check_results(step, key, [result])
     yield MaterializeResult(asset_key=key, metadata=meta)
+
+
+def _upload(settings: RunSettings, local: Path, url: str) -> None:
+    import boto3
+
+    bucket, _, key = url[len("s3://"):].partition("/")
+    client = boto3.client(
+        "s3",
+        endpoint_url=settings.s3_endpoint_url,
+        region_name=settings.s3_region,
+        aws_access_key_id=settings.s3_access_key_id,
+        aws_secret_access_key=settings.s3_secret_access_key,
+    )
+    client.upload_file(str(local), bucket, key)
 
 
 def _write_spec(step: StepSpec) -> dict[str, Any]:

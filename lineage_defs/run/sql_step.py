@@ -250,6 +250,7 @@ class StepRunner:
         result.rows = wr.rows
         result.sql.extend(wr.sql)
         result.checks = outcomes
+        record_schema(self.settings, self.step.uri, wr.schema)
 
     def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str) -> list[CheckOutcome]:
         def custom(script: str) -> tuple[str, dict[str, Any]]:
@@ -277,6 +278,22 @@ class StepRunner:
         except CheckFailed as e:
             result.checks = e.outcomes
             raise
+
+
+def record_schema(settings: RunSettings, uri: str, schema: list[tuple[str, str]]) -> None:
+    """Keep the captured schema where the next load can validate consumers against it."""
+    import hashlib
+    import json
+    import os
+    import tempfile
+
+    folder = Path(settings.state_dir) / "schemas"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (hashlib.sha256(uri.encode()).hexdigest()[:24] + ".json")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".schema-")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"uri": uri, "columns": [list(c) for c in schema]}, f)
+    os.replace(tmp, path)
 
 
 def run_windows(settings: RunSettings, step: StepSpec, windows: list[PartitionWindow | None]) -> Iterator[SliceResult]:

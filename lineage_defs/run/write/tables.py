@@ -37,9 +37,14 @@ def write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: 
     catalog, schema, table = split_qualified(target)
     ctx = WriteContext(session, req, target, flavor, catalog, schema, table, managed=strategy.MANAGED)
     rows = prepare(ctx, strategy)
+    # A range run writes the same target once per partition: its schema is
+    # looked up once per session and kept while our own writes leave it as is.
+    cache: dict[str, list[tuple[str, str]]] = session.__dict__.setdefault("target_schemas", {})
     ctx.run("BEGIN")
     try:
-        if _exists(ctx):
+        if target in cache:
+            ctx.existing = list(cache[target])
+        elif _exists(ctx):
             ctx.existing = ctx.describe(target)
         else:
             _ensure_schema(ctx)
@@ -52,10 +57,14 @@ def write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: 
             audit(session.conn)
         ctx.run("COMMIT")
     except BaseException:
+        cache.pop(target, None)
         rollback(ctx)
         raise
     snapshot = session.snapshot_id(catalog) if flavor == "ducklake" else None
-    return result(ctx, rows, ctx.describe(target), snapshot)
+    unchanged = ctx.existing is not None and not ctx.synced and not strategy.REPLACES_TARGET
+    schema = list(cache[target]) if unchanged and target in cache else ctx.describe(target)
+    cache[target] = schema
+    return result(ctx, rows, schema, snapshot)
 
 
 def _exists(ctx: WriteContext) -> bool:
