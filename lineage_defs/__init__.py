@@ -17,13 +17,19 @@ def __getattr__(name: str) -> Any:
     # Lazy: importing lineage_defs (e.g. lineage_defs.runtime in a step's
     # subprocess) must not import Dagster.
     if name in ("LineageSettings", "build_definitions"):
-        from lineage_defs.assets import definitions as m
-    elif name == "LineageResource":
-        from lineage_defs.assets import resources as m
-    elif name == "LineageTranslator":
-        from lineage_defs.assets import translator as m
-    elif name == "load_project":
-        from lineage_defs.plan import project as m
-    else:
-        raise AttributeError(name)
-    return getattr(m, name)
+        from lineage_defs.assets import definitions
+
+        return getattr(definitions, name)
+    if name == "LineageResource":
+        from lineage_defs.assets import resources
+
+        return getattr(resources, name)
+    if name == "LineageTranslator":
+        from lineage_defs.assets import translator
+
+        return getattr(translator, name)
+    if name == "load_project":
+        from lineage_defs.plan import project
+
+        return getattr(project, name)
+    raise AttributeError(name)

@@ -29,8 +29,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     project = _load(_folder(args.folder), use_cache=not args.no_cache)
     state = os.environ.get("LINEAGE_STATE_DIR", ".lineage")
     warnings = [*project.warnings, *column_warnings(project, captured_schemas(state))]
-    for w in warnings:
-        print(w.render(), file=sys.stderr)
+    for warning in warnings:
+        print(warning.render(), file=sys.stderr)
     for e in project.errors:
         print(e.render(), file=sys.stderr)
     n, w = len(project.errors), len(warnings)
@@ -78,8 +78,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
         for d in s.deps:
             print(f"    ← {d.uri}{'' if d.explicit else '  (inferred)'}")
         if args.columns:
-            for e in s.column_edges:
-                print(f"      {e.target.removeprefix(s.uri) or '(row)'} ← {e.source}  [{e.kind}]")
+            for edge in s.column_edges:
+                print(f"      {edge.target.removeprefix(s.uri) or '(row)'} ← {edge.source}  [{edge.kind}]")
     for uri in project.externals:
         print(f"{uri}  (external)")
     return 0

@@ -10,29 +10,21 @@ The only module that reads the environment:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from lineage_defs.assets.definitions import LineageSettings, build_definitions
 from lineage_defs.assets.resources import LineageResource
+from lineage_defs.run.substrates import RunSettings
 
 
 def _from_env() -> tuple[str, LineageSettings, LineageResource]:
     env = os.environ
     pipelines = env.get("LINEAGE_PIPELINES_DIR", "pipelines")
-    state = env.get("LINEAGE_STATE_DIR", ".lineage")
-    settings = LineageSettings(on_invalid=env.get("LINEAGE_ON_INVALID", "raise"), state_dir=state)
-    resource = LineageResource(
-        pipelines_dir=os.path.abspath(pipelines),
-        state_dir=os.path.abspath(state),
-        postgres_dsn=env.get("LINEAGE_PG_DSN"),
-        ducklake_catalog=env.get("LINEAGE_DUCKLAKE_CATALOG"),
-        ducklake_data_path=env.get("LINEAGE_DUCKLAKE_DATA_PATH"),
-        s3_endpoint_url=env.get("LINEAGE_S3_ENDPOINT_URL"),
-        s3_bucket=env.get("LINEAGE_S3_BUCKET"),
-        s3_region=env.get("LINEAGE_S3_REGION"),
-        s3_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
-        s3_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
-    )
+    run = RunSettings.from_env()
+    settings = LineageSettings(on_invalid=env.get("LINEAGE_ON_INVALID", "raise"), state_dir=run.state_dir)
+    fields = LineageResource.model_fields
+    resource = LineageResource(**{k: v for k, v in dataclasses.asdict(run).items() if k in fields})
     return pipelines, settings, resource
 
 

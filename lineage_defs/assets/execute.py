@@ -7,6 +7,7 @@ Python and Bash steps run as Dagster Pipes subprocesses.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -37,19 +38,12 @@ from lineage_defs.run.substrates import RunSettings
 
 
 def run_settings(resource: Any) -> RunSettings:
-    return RunSettings(
-        state_dir=os.path.abspath(resource.state_dir),
-        pipelines_dir=os.path.abspath(resource.pipelines_dir),
-        postgres_dsn=resource.postgres_dsn,
-        postgres_dsns={k[len("LINEAGE_PG_DSN_"):].lower(): v for k, v in os.environ.items() if k.startswith("LINEAGE_PG_DSN_")},
-        ducklake_catalog=resource.ducklake_catalog,
-        ducklake_data_path=resource.ducklake_data_path,
-        s3_endpoint_url=resource.s3_endpoint_url,
-        s3_bucket=resource.s3_bucket,
-        s3_region=resource.s3_region,
-        s3_access_key_id=resource.s3_access_key_id,
-        s3_secret_access_key=resource.s3_secret_access_key,
-    )
+    """The run layer's settings from the Dagster resource (same field names)."""
+    values = {f.name: getattr(resource, f.name) for f in dataclasses.fields(RunSettings) if hasattr(resource, f.name)}
+    values["state_dir"] = os.path.abspath(resource.state_dir)
+    values["pipelines_dir"] = os.path.abspath(resource.pipelines_dir)
+    values["postgres_dsns"] = RunSettings.from_env().postgres_dsns
+    return RunSettings(**values)
 
 
 def windows(context: Any) -> list[PartitionWindow | None]:
@@ -197,7 +191,6 @@ def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: li
             "LINEAGE_STEP_PATH": step.path,
             "LINEAGE_TARGET": target,
             "LINEAGE_RESULT_FILE": str(result_file),
-            "LINEAGE_WRITE": json.dumps(_write_spec(step)),
             "PYTHONUNBUFFERED": "1",
         }
         upload = None
@@ -249,20 +242,6 @@ def _upload(settings: RunSettings, local: Path, url: str) -> None:
         aws_secret_access_key=settings.s3_secret_access_key,
     )
     client.upload_file(str(local), bucket, key)
-
-
-def _write_spec(step: StepSpec) -> dict[str, Any]:
-    m = step.materialize
-    return {
-        "uri": step.uri,
-        "strategy": step.strategy,
-        "path": step.path,
-        "key": list(m.key) if m else [],
-        "track": list(m.track) if m else [],
-        "updated_at": m.updated_at if m else None,
-        "deletes": m.deletes if m else "close",
-        "on_schema_change": m.on_schema_change if m else "warn",
-    }
 
 
 def _observe(settings: RunSettings, target: str, window: PartitionWindow | None) -> dict[str, Any]:

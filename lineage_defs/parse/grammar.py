@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from lineage_defs import uris
@@ -164,7 +164,7 @@ class _Line:
     def options(
         self,
         toks: list[Token],
-        allowed: dict[str, Callable[[Token], object | None]],
+        allowed: Mapping[str, Callable[[Token], object | None]],
         flags: tuple[str, ...] = (),
         what: str = "",
     ) -> dict[str, object] | None:
@@ -275,7 +275,7 @@ class _Line:
         return None
 
 
-def _options_fix(allowed: dict[str, object], flags: tuple[str, ...], what: str) -> str:
+def _options_fix(allowed: Mapping[str, object], flags: tuple[str, ...], what: str) -> str:
     names = [f"{k}=" for k in allowed] + list(flags)
     return f"{what + ' takes ' if what else 'allowed: '}{', '.join(names)}" if names else f"{what or 'this annotation'} takes no arguments"
 
@@ -595,7 +595,7 @@ def _off_shape(toks: list[Token], arrow: str, many: bool = False) -> Token | Non
     return toks[3] if len(toks) > 3 and not many else None
 
 
-def _relationships(ln: _Line, kind_tok: Token, rest: list[Token], sev_opts: dict[str, Callable[[Token], object | None]]) -> None:
+def _relationships(ln: _Line, kind_tok: Token, rest: list[Token], sev_opts: Mapping[str, Callable[[Token], object | None]]) -> None:
     words = [t for t in rest if t.key is None]
     if len(words) != 3 or words[1].text != "->" or not _IDENT.match(words[0].text):
         ln.error(_off_shape(words, "->"), "'data_test relationships' needs <column> -> <asset-uri>.<column>", "write data_test relationships customer_id -> ducklake://main/customers.customer_id")

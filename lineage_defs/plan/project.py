@@ -8,7 +8,7 @@ nothing produces, `use` and custom test paths, scd2 `_current` views.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,7 +163,8 @@ def _plan(root: Path, files: dict[str, _FileResult], pipelines: dict[str, str], 
     for p, outs in outputs.items():
         a = step_files[p].analysis
         cols = getattr(a, "output_columns", None)
-        if cols and step_files[p].header.materialize and not step_files[p].header.materialize.manual:
+        mat = step_files[p].header.materialize
+        if cols and mat and not mat.manual:
             schemas[outs[0]] = tuple(cols)
         declared = [c.output for c in step_files[p].header.columns]
         if outs[0] not in schemas and declared:
@@ -181,7 +182,11 @@ def _plan(root: Path, files: dict[str, _FileResult], pipelines: dict[str, str], 
             step_files[p] = _FileResult(fr.header, fr.errors, hit, fr.text_lines, fr.key)
 
     # scd2 targets keep a `<t>_current` view: reading it is reading `<t>`
-    scd2 = {s for p, s in ((p, outs[0]) for p, outs in outputs.items()) if step_files[p].header.materialize and step_files[p].header.materialize.history}
+    scd2: set[str] = set()
+    for p, outs in outputs.items():
+        mat = step_files[p].header.materialize
+        if mat and mat.history:
+            scd2.add(outs[0])
 
     def resolve(uri: str) -> str:
         if uri.endswith("_current") and uri not in producer and uri[: -len("_current")] in scd2:
@@ -237,7 +242,7 @@ def _step(
     outs: tuple[str, ...],
     pipeline: str,
     names: set[str],
-    resolve: object,
+    resolve: Callable[[str], str],
     files: Mapping[str, _FileResult],
     errors: list[LineageDefsError],
     warnings: list[LineageDefsError],
@@ -246,16 +251,16 @@ def _step(
 ) -> StepSpec:
     h = fr.header
     a = fr.analysis
-    res = resolve  # type: ignore[assignment]
+    res = resolve
     # reads: explicit `on` first (wins, carries debounce), then inferred; `mute` removes inferred ones
     deps: dict[str, Dep] = {}
     for u in h.upstreams:
-        uri = res(u.uri)  # type: ignore[operator]
+        uri = res(u.uri)
         deps[uri] = Dep(uri, True, u.debounce, u.at.line)
     inferred = tuple(getattr(a, "reads", ()))
-    mutes = {res(m) for m in h.mutes}  # type: ignore[operator]
+    mutes = {res(m) for m in h.mutes}
     for raw in inferred:
-        uri = res(raw)  # type: ignore[operator]
+        uri = res(raw)
         if uri in outs or uri in deps or h.mute_all or uri in mutes:
             continue
         deps[uri] = Dep(uri, False)
@@ -278,13 +283,13 @@ def _step(
     for e in getattr(a, "edges", ()):
         if e.target_column in declared:
             continue
-        src_uri = res(e.source_uri)  # type: ignore[operator]
+        src_uri = res(e.source_uri)
         target = outs[0] if e.target_column is None else f"{outs[0]}.{e.target_column}"
         edges.append(ColumnEdge(f"{src_uri}.{e.source_column}", target, e.kind))
     for c in h.columns:
         kind = "copy" if len(c.sources) == 1 and c.sources[0].column == c.output else "mod"
         for src in c.sources:
-            edges.append(ColumnEdge(f"{res(src.uri)}.{src.column}", f"{outs[0]}.{c.output}", kind))  # type: ignore[operator]
+            edges.append(ColumnEdge(f"{res(src.uri)}.{src.column}", f"{outs[0]}.{c.output}", kind))
     out_cols = getattr(a, "output_columns", None)
     if out_cols is None and h.columns:
         out_cols = tuple(c.output for c in h.columns)
@@ -292,13 +297,13 @@ def _step(
     # macro libraries: the pipeline's own, then `use` targets
     folder = rel.rsplit("/", 1)[0]
     uses: list[str] = list(pipeline_macros)
-    for u in h.uses:
-        found = _find(rel, u, files)
-        line = next((i + 1 for i, t in enumerate(fr.text_lines) if re.search(r"\buse\s+" + re.escape(u), t)), 1)
+    for use in h.uses:
+        found = _find(rel, use, files)
+        line = next((i + 1 for i, t in enumerate(fr.text_lines) if re.search(r"\buse\s+" + re.escape(use), t)), 1)
         if found is None:
-            errors.append(AnnotationError(f"'use {u}': no such script", _loc(fr, line, u), f"the path is relative to {folder}/ or the pipelines folder"))
+            errors.append(AnnotationError(f"'use {use}': no such script", _loc(fr, line, use), f"the path is relative to {folder}/ or the pipelines folder"))
         elif not files[found].header.is_macros:
-            errors.append(AnnotationError(f"'use {u}': that script is not a macros library", _loc(fr, line, u), f"add '-- macros' to {found}"))
+            errors.append(AnnotationError(f"'use {use}': that script is not a macros library", _loc(fr, line, use), f"add '-- macros' to {found}"))
         elif found not in uses:
             uses.append(found)
     for t in h.tests:

@@ -29,7 +29,10 @@ def observe(settings: RunSettings, target: str, window: PartitionWindow | None) 
                 rel = s.table_sql(target)
                 alias = s.alias_for(target)
                 out["snapshot_id"] = s.snapshot_id(alias)
-            out["rows"] = int(s.conn.execute(f"SELECT count(*) FROM {rel}").fetchone()[0])
+            row = s.conn.execute(f"SELECT count(*) FROM {rel}").fetchone()
+            if row is None:
+                raise RuntimeError(f"SELECT count(*) FROM {rel} returned no row")
+            out["rows"] = int(row[0])
             out["schema"] = [(r[0], r[1]) for r in s.conn.execute(f"DESCRIBE SELECT * FROM {rel}").fetchall()]
         except Exception as e:  # observing is best effort: the step itself succeeded
             out["observe_error"] = str(e)

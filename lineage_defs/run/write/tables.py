@@ -62,9 +62,9 @@ def write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: 
         raise
     snapshot = session.snapshot_id(catalog) if flavor == "ducklake" else None
     unchanged = ctx.existing is not None and not ctx.synced and not strategy.REPLACES_TARGET
-    schema = list(cache[target]) if unchanged and target in cache else ctx.describe(target)
-    cache[target] = schema
-    return result(ctx, rows, schema, snapshot)
+    columns = list(cache[target]) if unchanged and target in cache else ctx.describe(target)
+    cache[target] = columns
+    return result(ctx, rows, columns, snapshot)
 
 
 def _exists(ctx: WriteContext) -> bool:
