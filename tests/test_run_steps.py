@@ -269,3 +269,33 @@ def test_consumer_columns_checked_against_captured_schema(tmp_path: Path, instan
     assert [w.headline() for w in warnings] == [
         "x/down.sql:4:8: warning: ducklake://main/up has no column 'nam' in its last materialization — did you mean 'name'?"
     ]
+
+
+def test_steps_on_s3_objects(tmp_path: Path, instance: Any, s3_server: Any) -> None:
+    import io
+
+    import pyarrow.parquet as pq
+
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/drop.sh", """
+        # pipeline
+        # partitioned daily start=2025-01-01
+        # materialize manual s3:///in/{partition}.csv
+        printf 'id,v\\n1,%s\\n' "$PARTITION" > "$LINEAGE_OUTPUT_PATH"
+    """)
+    write(root, "x/day.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize s3:///out/days.parquet
+        SELECT id, v FROM read_csv('s3:///in/{partition}.csv', header = true, columns = {'id': 'INTEGER', 'v': 'VARCHAR'})
+    """)
+    defs = defs_for(root, state, **s3_server.settings())
+    for day in ("2025-01-01", "2025-01-02", "2025-01-01"):
+        assert run(defs, instance, partition_key=day).success
+    client = s3_server.client()
+    keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=s3_server.bucket, Prefix="in/")["Contents"])
+    assert keys == ["in/2025-01-01.csv", "in/2025-01-02.csv"]  # the bash step's local file was uploaded
+    body = client.get_object(Bucket=s3_server.bucket, Key="out/days.parquet")["Body"].read()
+    rows = sorted(pq.read_table(io.BytesIO(body)).to_pylist(), key=lambda r: r["_partition"])
+    assert rows == [{"id": 1, "v": "2025-01-01", "_partition": "2025-01-01"}, {"id": 1, "v": "2025-01-02", "_partition": "2025-01-02"}]
+    assert not (state / "objects").exists() or not any((state / "objects").rglob("*.parquet"))
