@@ -491,3 +491,31 @@ def test_backfill_daily_chain(dev: DagsterDev, settings: RunSettings) -> None:
                 assert meta["lineage/partition"]["text"] == day
                 assert meta["lineage/trigger"]["text"] == f"backfill:{backfill_id}"
                 assert "lineage/sql" in meta
+
+
+@pytest.mark.slow
+def test_backfill_cli_launches_on_the_running_instance(dev: DagsterDev) -> None:
+    """`lineage-defs backfill` sends the UI's launchPartitionBackfill for a URI and a range."""
+    import subprocess
+    import sys
+
+    cli = [sys.executable, "-m", "lineage_defs.cli", "backfill", "ducklake://main/daily_revenue", "--url", dev.url]
+    out = subprocess.run([*cli, "--from", "2025-02-01", "--to", "2025-02-03"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    backfill_id = out.stdout.split()[1].rstrip(":")
+    assert "3 partitions of ducklake://main/daily_revenue (2025-02-01 … 2025-02-03)" in out.stdout
+    data = dev.graphql(
+        """query B($id: String!) { partitionBackfillOrError(backfillId: $id) {
+             __typename ... on PartitionBackfill { id partitionNames assetSelection { path } } } }""",
+        {"id": backfill_id},
+    )["partitionBackfillOrError"]
+    assert data["__typename"] == "PartitionBackfill"
+    assert data["partitionNames"] == ["2025-02-01", "2025-02-02", "2025-02-03"]
+    assert data["assetSelection"] == [{"path": ["ducklake", "main", "daily_revenue"]}]
+    dev.graphql("mutation C($id: String!) { cancelPartitionBackfill(backfillId: $id) { __typename } }", {"id": backfill_id})
+
+    bad = subprocess.run([*cli, "--from", "2025-02-03", "--to", "2025-02-01"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "comes after" in bad.stderr
+    nopool = subprocess.run([sys.executable, "-m", "lineage_defs.cli", "backfill", "ducklake://main/orders", "--url", dev.url,
+                             "--from", "2025-02-01", "--to", "2025-02-02", "--concurrency", "2"], capture_output=True, text=True, timeout=120)
+    assert nopool.returncode == 2 and "needs a pool" in nopool.stderr

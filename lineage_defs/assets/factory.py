@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,7 @@ def step_assets(
     # SQL steps can take a partition range in one run (one transaction per partition).
     backfill = BackfillPolicy.single_run() if pdef is not None and step.language in ("duckdb", "postgres") and step.partitioning and step.partitioning.kind != "dynamic" else None
 
-    def _compute(context):  # type: ignore[no-untyped-def]
+    def _compute(context: Any) -> Iterator[Any]:
         from lineage_defs.assets.execute import execute
 
         yield from execute(context, step, project, translator)

@@ -8,6 +8,7 @@ are staged into the session and written like any other slice.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -185,9 +186,9 @@ class StepRunner:
             return
         last, line, _ = compiled[-1]
         stage = f"CREATE OR REPLACE TEMP TABLE {SLICE} AS {last.sql.rstrip().rstrip(';')}"
-        self.session.execute(stage, last.params, Location(self.step.path, line))
+        staged = self.session.execute(stage, last.params, Location(self.step.path, line)).fetchone()
         result.sql.append(stage)
-        self._write(window, result)
+        self._write(window, result, int(staged[0]) if staged else None)
 
     def _run_postgres(self, window: PartitionWindow | None, result: SliceResult) -> None:
         compiled = self._compiled(window, "postgres", "pyformat")
@@ -216,9 +217,10 @@ class StepRunner:
 
         table = pa.Table.from_pylist([dict(zip(cols, r)) for r in rows]) if rows else pa.table({c: pa.array([], pa.string()) for c in cols})
         self.stage_arrow(table)
-        self._write(window, result)
+        self._write(window, result, table.num_rows)
 
     def stage_arrow(self, table: Any) -> None:
+        self.staged_rows: int | None = int(table.num_rows)
         conn = self.session.conn
         conn.register("__lineage_arrow", table)
         try:
@@ -229,13 +231,13 @@ class StepRunner:
     def write_slice(self, window: PartitionWindow | None) -> SliceResult:
         """Write the staged slice (the Python helper's path): audit, write, report."""
         result = SliceResult(window.key if window else None, resolve_token(self.step.uri, window))
-        self._write(window, result)
+        self._write(window, result, getattr(self, "staged_rows", None))
         return result
 
-    def _write(self, window: PartitionWindow | None, result: SliceResult) -> None:
+    def _write(self, window: PartitionWindow | None, result: SliceResult, rows: int | None = None) -> None:
         from lineage_defs.run.write import write
 
-        req = write_request(self.step, result.target, window)
+        req = dataclasses.replace(write_request(self.step, result.target, window), slice_rows=rows)
         outcomes: list[CheckOutcome] = []
 
         def audit(conn: Any) -> None:

@@ -266,7 +266,7 @@ class Session:
         """The DuckLake snapshot id of a lake alias, None for other catalogs."""
         if not any(a == alias and s.startswith("ducklake://") for s, a in self.aliases.items()):
             return None
-        row = self.conn.execute(f"SELECT max(snapshot_id) FROM ducklake_snapshots({_quote_str(alias)})").fetchone()
+        row = self.conn.execute(f"SELECT id FROM ducklake_current_snapshot({_quote_str(alias)})").fetchone()
         return int(row[0]) if row and row[0] is not None else None
 
     def execute(self, sql: str, params: dict[str, Any] | None = None, where: Location | None = None) -> Any:

@@ -32,6 +32,7 @@ class WriteRequest:
     deletes: str = "close"  # scd2: close | ignore rows missing from a full snapshot
     on_schema_change: str = "warn"  # warn | ignore | fail | sync
     valid_at: str | None = None  # scd2: ISO timestamp of this version (partition start or run time)
+    slice_rows: int | None = None  # the slice's row count when the caller already knows it (saves a scan)
 
 
 @dataclass(frozen=True)

@@ -233,7 +233,8 @@ def check_no_managed(ctx: WriteContext) -> None:
 # -- the frame every target shares ---------------------------------------------------
 def prepare(ctx: WriteContext, strategy: Strategy) -> int:
     """Checks that need only the slice, before BEGIN; returns the slice's row count."""
-    rows = int(ctx.scalar(f"SELECT count(*) FROM {ctx.slice}"))
+    known = ctx.req.slice_rows
+    rows = known if known is not None else int(ctx.scalar(f"SELECT count(*) FROM {ctx.slice}"))
     check_no_managed(ctx)
     strategy.validate(ctx)
     return rows
