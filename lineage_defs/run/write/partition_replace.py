@@ -40,6 +40,31 @@ def apply(ctx: WriteContext) -> None:
             fix=f"drop the table (it is re-created on the next run) or add a VARCHAR column {PARTITION_COLUMN}",
         )
     params = {"partition": ctx.req.partition}
-    ctx.run(f"DELETE FROM {ctx.target} WHERE {ident(PARTITION_COLUMN)} = $partition", params)
+    known = _known_partitions(ctx)
+    if known is None or ctx.req.partition in known:
+        ctx.run(f"DELETE FROM {ctx.target} WHERE {ident(PARTITION_COLUMN)} = $partition", params)
     part, params = ctx.partition_select()
     ctx.run(f"INSERT INTO {ctx.target} BY NAME SELECT {ctx.select_list(cast=True)}{part} FROM {ctx.slice}", params)
+    if known is not None:
+        known.add(str(ctx.req.partition))
+
+
+def _known_partitions(ctx: WriteContext) -> set[str] | None:
+    """The partitions the target holds, read once per session — only where no one else can write.
+
+    A range run writes hundreds of new partitions; deleting a partition that
+    is not there still costs a scan. On the embedded catalogs (DuckDB file,
+    the state dir's DuckLake) every writer holds the state lock, so the set
+    read at the first write stays true for the whole session. Elsewhere
+    (a PostgreSQL-catalog lake, PostgreSQL) another process may write
+    concurrently: always DELETE.
+    """
+    settings = ctx.session.settings
+    embedded = ctx.flavor == "duckdb" or (ctx.flavor == "ducklake" and ctx.req.uri.startswith("ducklake://main/") and not settings.ducklake_catalog)
+    if not embedded:
+        return None
+    cache: dict[str, set[str]] = ctx.session.__dict__.setdefault("known_partitions", {})
+    if ctx.target not in cache:
+        rows = ctx.rows(f"SELECT DISTINCT {ident(PARTITION_COLUMN)} FROM {ctx.target}")
+        cache[ctx.target] = {str(r[0]) for r in rows}
+    return cache[ctx.target]

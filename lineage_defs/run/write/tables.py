@@ -58,6 +58,7 @@ def write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: 
         ctx.run("COMMIT")
     except BaseException:
         cache.pop(target, None)
+        session.__dict__.get("known_partitions", {}).pop(target, None)
         rollback(ctx)
         raise
     snapshot = session.snapshot_id(catalog) if flavor == "ducklake" else None
