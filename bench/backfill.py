@@ -6,7 +6,9 @@ Three contenders write the same rows (about --rows per day) from the same raw
 DuckLake table into a DuckLake table:
 - lineage_defs: the step below, materialized through Dagster as one run over
   the whole partition range (BackfillPolicy.single_run), one transaction and
-  one reported materialization per partition;
+  one reported materialization per partition, on Dagster's default
+  SQLite event log (two event-log writes per partition: planned and
+  materialized);
 - plain DuckDB: a Python loop running the same INSERT ... SELECT per day;
 - dbt-duckdb: an incremental `microbatch` model (batch_size=day) built with
   `dbt run --event-time-start/--event-time-end` over the same days.

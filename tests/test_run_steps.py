@@ -125,6 +125,21 @@ def test_range_run_reports_each_partition_and_isolates_a_failure(tmp_path: Path,
         assert "lineage/sql" in m.metadata and "lineage/ducklake_snapshot_id" in m.metadata
 
 
+def test_range_run_keeps_each_partitions_metadata(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/daily.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize ducklake://main/daily
+        SELECT * FROM range(CAST(right($partition, 2) AS INTEGER)) t(i)
+    """)
+    r = run(defs_for(root, state), instance, tags={ASSET_PARTITION_RANGE_START_TAG: "2025-01-01", ASSET_PARTITION_RANGE_END_TAG: "2025-01-04"})
+    assert r.success
+    got = {m.partition: (m.metadata["dagster/row_count"].value, m.metadata["lineage/partition"].value) for m in materializations(r)}
+    assert got == {f"2025-01-0{d}": (d, f"2025-01-0{d}") for d in range(1, 5)}
+    assert query(state, "SELECT _partition, count(*) FROM lake.main.daily GROUP BY 1 ORDER BY 1") == [(f"2025-01-0{d}", d) for d in range(1, 5)]
+
+
 def test_python_and_bash_steps_through_pipes(tmp_path: Path, instance: Any) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
     write(root, "shop/drop.sh", """

@@ -116,6 +116,13 @@ def stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+    # SIGKILL is delivered at once but a process exits when the kernel gets to it
+    # (one blocked in I/O may take a moment); a child forked while the group was
+    # being signalled is caught by signalling again.
+    deadline = time.monotonic() + 15
+    while live_group_members(pgid) and time.monotonic() < deadline:
+        signal_group(signal.SIGKILL)
+        time.sleep(0.2)
 
 
 class GraphQLError(AssertionError):
