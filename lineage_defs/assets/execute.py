@@ -81,22 +81,44 @@ def _schema_value(schema: list[tuple[str, str]], step: StepSpec, uri: str) -> Ta
     )
 
 
-def materialization_metadata(step: StepSpec, translator: LineageTranslator, result: dict[str, Any], trigger: str) -> dict[str, Any]:
+class _MetadataCache:
+    """Per-step metadata values that repeat across a range run's partitions.
+
+    The lineage entries never change within a run, and the schema and SQL
+    text only when the slice changes them: building them once keeps a
+    365-partition run from re-serialising the same objects 365 times.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[Any, ...], Any] = {}
+
+    def get(self, key: tuple[Any, ...], make: Any) -> Any:
+        if key not in self.values:
+            self.values[key] = make()
+        return self.values[key]
+
+
+def materialization_metadata(
+    step: StepSpec, translator: LineageTranslator, result: dict[str, Any], trigger: str, cache: _MetadataCache | None = None
+) -> dict[str, Any]:
     """Row count, schema, lineage, SQL run, snapshot, partition and trigger of one slice."""
+    cache = cache or _MetadataCache()
     meta: dict[str, Any] = {"lineage/trigger": trigger, "lineage/target": result["target"]}
     if result.get("rows") is not None:
         meta["dagster/row_count"] = int(result["rows"])
     if result.get("partition") is not None:
         meta["lineage/partition"] = result["partition"]
     if result.get("schema"):
-        meta["dagster/column_schema"] = _schema_value([tuple(c) for c in result["schema"]], step, result["target"])
-    lineage = md.column_lineage(step.uri, step.column_edges, translator.asset_key)
+        schema = tuple(tuple(c) for c in result["schema"])
+        meta["dagster/column_schema"] = cache.get(("schema", schema), lambda: _schema_value(list(schema), step, result["target"]))
+    lineage = cache.get(("lineage",), lambda: md.column_lineage(step.uri, step.column_edges, translator.asset_key))
     if lineage:
         meta["dagster/column_lineage"] = lineage
-        meta["lineage/column_lineage"] = md.lineage_markdown(step.uri, step.column_edges)
-        meta["lineage/column_edges"] = md.edges_json(step.uri, step.column_edges)
+        meta["lineage/column_lineage"] = cache.get(("lineage_md",), lambda: md.lineage_markdown(step.uri, step.column_edges))
+        meta["lineage/column_edges"] = cache.get(("edges",), lambda: md.edges_json(step.uri, step.column_edges))
     if result.get("sql"):
-        meta["lineage/sql"] = MetadataValue.md("```sql\n" + ";\n\n".join(s.strip() for s in result["sql"]) + ";\n```")
+        sql = tuple(result["sql"])
+        meta["lineage/sql"] = cache.get(("sql", sql), lambda: MetadataValue.md("```sql\n" + ";\n\n".join(s.strip() for s in sql) + ";\n```"))
     if result.get("snapshot_id") is not None:
         meta["lineage/ducklake_snapshot_id"] = int(result["snapshot_id"])
     if result.get("schema_change"):
@@ -148,6 +170,7 @@ def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list
 
     done: list[dict[str, Any]] = []
     failed: list[tuple[str | None, BaseException]] = []
+    cache = _MetadataCache()
     for r in run_windows(settings, step, wins):
         d = slice_dict(r)
         done.append(d)
@@ -157,7 +180,7 @@ def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list
             continue
         for w in d["warnings"]:
             context.log.warning(f"{step.path}: {w}")
-        meta = materialization_metadata(step, translator, d, trigger)
+        meta = materialization_metadata(step, translator, d, trigger, cache)
         if len(wins) == 1 and r.partition == (context.partition_key if context.has_partition_key else None):
             yield MaterializeResult(asset_key=key, metadata=meta)
         else:
