@@ -140,6 +140,28 @@ def test_range_run_keeps_each_partitions_metadata(tmp_path: Path, instance: Any)
     assert query(state, "SELECT _partition, count(*) FROM lake.main.daily GROUP BY 1 ORDER BY 1") == [(f"2025-01-0{d}", d) for d in range(1, 5)]
 
 
+def test_range_run_feeds_downstream_steps_of_the_same_run(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/a.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize ducklake://main/a
+        SELECT $partition AS day, 1 AS n
+    """)
+    write(root, "x/b.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize ducklake://main/b
+        SELECT day, n + 1 AS n FROM lake.main.a WHERE day = $partition
+    """)
+    r = run(defs_for(root, state), instance, tags={ASSET_PARTITION_RANGE_START_TAG: "2025-01-01", ASSET_PARTITION_RANGE_END_TAG: "2025-01-03"})
+    assert r.success
+    assert not [e for e in r.all_events if e.event_type_value == "STEP_SKIPPED"]
+    got = sorted((tuple(m.asset_key.path), m.partition) for m in materializations(r))
+    assert got == sorted((("ducklake", "main", t), f"2025-01-0{d}") for t in "ab" for d in (1, 2, 3))
+    assert query(state, "SELECT day, n FROM lake.main.b ORDER BY day") == [(f"2025-01-0{d}", 2) for d in (1, 2, 3)]
+
+
 def test_python_and_bash_steps_through_pipes(tmp_path: Path, instance: Any) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
     write(root, "shop/drop.sh", """

@@ -171,6 +171,7 @@ def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list
     done: list[dict[str, Any]] = []
     failed: list[tuple[str | None, BaseException]] = []
     cache = _MetadataCache()
+    committed: list[tuple[str | None, dict[str, Any]]] = []
     for r in run_windows(settings, step, wins):
         d = slice_dict(r)
         done.append(d)
@@ -181,12 +182,25 @@ def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list
         for w in d["warnings"]:
             context.log.warning(f"{step.path}: {w}")
         meta = materialization_metadata(step, translator, d, trigger, cache)
-        if len(wins) == 1 and r.partition == (context.partition_key if context.has_partition_key else None):
+        if len(wins) == 1:
             yield MaterializeResult(asset_key=key, metadata=meta)
+            for extra in step.outputs[1:]:
+                yield MaterializeResult(asset_key=translator.asset_key(extra), metadata={"lineage/trigger": trigger})
         else:
-            yield AssetMaterialization(asset_key=key, partition=r.partition, metadata=meta)
+            committed.append((r.partition, meta))
+    if committed and not failed:
+        # The whole range is in: report it as the asset's output (downstream steps
+        # of the same run need it), each partition with its own metadata.
+        for partition, meta in committed:
+            context.add_asset_metadata(meta, asset_key=key, partition_key=partition)
+        yield MaterializeResult(asset_key=key)
         for extra in step.outputs[1:]:
             yield MaterializeResult(asset_key=translator.asset_key(extra), metadata={"lineage/trigger": trigger})
+    else:
+        # Some partitions failed: the committed ones are reported one by one
+        # and the step fails, so nothing downstream reads a partial range.
+        for partition, meta in committed:
+            yield AssetMaterialization(asset_key=key, partition=partition, metadata=meta)
     yield from _check_results(step, key, done)
     if failed:
         first = failed[0][1]
