@@ -272,10 +272,11 @@ def _step(
     m = h.materialize
     if m and not m.manual and h.language in ("duckdb", "postgres") and a is not None and not getattr(a, "trailing_select", True):
         errors.append(AnnotationError("a managed 'materialize' needs the script to end with a SELECT", m.at, f"end the script with the SELECT to write, or write 'materialize manual {m.uri}' if the script writes it itself"))
+    # What sqlglot cannot parse or trace may still be valid DuckDB/PostgreSQL:
+    # the engine has the last word at run time, so these are warnings that the
+    # inferred reads and lineage of that statement are incomplete.
     for sp in getattr(a, "problems", ()):
-        line_text = ""
-        err = SpecError(sp.message, Location(rel, sp.line, sp.col, line_text), sp.fix)
-        (errors if "parse" in sp.message.lower() or "invalid" in sp.message.lower() else warnings).append(err)
+        warnings.append(SpecError(sp.message, Location(rel, sp.line, sp.col), sp.fix, severity="warning"))
 
     # column lineage: inferred, then declared `column` lines win per output column
     edges: list[ColumnEdge] = []
