@@ -362,3 +362,16 @@ def test_partition_only_segment_uri() -> None:  # uris.parse used to raise StopI
     header, errors = _parse("x.sql", "-- pipeline\n-- materialize manual s3:///exports/{partition}\nSELECT 1")
     assert errors == []
     assert header.materialize is not None and header.materialize.uri == "s3:///exports/{partition}"
+
+
+def test_repeated_check_names_and_columns_are_errors() -> None:
+    text = (
+        "-- pipeline\n-- materialize ducklake://main/x\n"
+        "-- data_test row_count min=1\n-- data_test row_count max=4\n"
+        "-- column a <- ducklake://main/y.a\n-- column a <- ducklake://main/y.b\nSELECT 1\n"
+    )
+    _, errors = parse_header("x.sql", text, "duckdb")
+    assert [e.headline() for e in errors] == [
+        "x.sql:4:14: a second data_test named 'row_count' (first on line 3) — each check needs its own name: merge the two lines, or test another column",
+        "x.sql:6:11: column 'a' is declared twice (first on line 5) — list every source on one line: column x <- a.c1, b.c2",
+    ]

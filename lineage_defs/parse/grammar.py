@@ -776,6 +776,18 @@ def parse_header(path: str, text: str, language: str) -> tuple[Header, list[Anno
     return header, sorted(b.errors, key=lambda e: (e.line, e.col))
 
 
+def _no_repeats(b: _Builder, named: list[tuple[str, Location | None]], message: str, fix: str) -> None:
+    """An error for each name used a second time (check names and declared columns are per asset)."""
+    first: dict[str, int] = {}
+    for name, at in named:
+        if at is None:
+            continue
+        if name in first:
+            b.errors.append(AnnotationError(message.format(name) + f" (first on line {first[name]})", at, fix))
+        else:
+            first[name] = at.line
+
+
 def _freeze(b: _Builder, body_line: int) -> Header:
     v, ls = b.values, b.lists
     mat = v.get("materialize")
@@ -798,20 +810,10 @@ def _freeze(b: _Builder, body_line: int) -> Header:
             b.errors.append(AnnotationError("'history' cannot be combined with 'partitioned'", mat.at, "an scd2 table keeps all versions itself: drop 'partitioned', or drop history for a partitioned snapshot"))
         if b.language == "bash" and not mat.manual:
             b.errors.append(AnnotationError("a Bash step writes its own output", mat.at, f"write 'materialize manual {mat.uri}'"))
-    seen_checks: dict[str, int] = {}
-    for t in ls.get("tests", ()):
-        assert isinstance(t, DataTest)
-        if t.name in seen_checks and t.at:
-            b.errors.append(AnnotationError(f"a second data_test named '{t.name}' (first on line {seen_checks[t.name]})", t.at, "each check needs its own name: merge the two lines, or test another column"))
-        elif t.at:
-            seen_checks[t.name] = t.at.line
-    seen_cols: dict[str, int] = {}
-    for c in ls.get("columns", ()):
-        assert isinstance(c, ColumnDecl)
-        if c.output in seen_cols and c.at:
-            b.errors.append(AnnotationError(f"column '{c.output}' is declared twice (first on line {seen_cols[c.output]})", c.at, "list every source on one line: column x <- a.c1, b.c2"))
-        elif c.at:
-            seen_cols[c.output] = c.at.line
+    tests = [t for t in ls.get("tests", ()) if isinstance(t, DataTest)]
+    _no_repeats(b, [(t.name, t.at) for t in tests], "a second data_test named '{}'", "each check needs its own name: merge the two lines, or test another column")
+    cols = [c for c in ls.get("columns", ()) if isinstance(c, ColumnDecl)]
+    _no_repeats(b, [(c.output, c.at) for c in cols], "column '{}' is declared twice", "list every source on one line: column x <- a.c1, b.c2")
     prose = "\n".join(b.prose).strip()
     return Header(
         path=b.path,
