@@ -115,6 +115,9 @@ def test_range_run_reports_each_partition_and_isolates_a_failure(tmp_path: Path,
     failure = next(e for e in r.all_events if e.event_type_value == "STEP_FAILURE")
     assert "2025-01-03" in failure.message or "2025-01-03" in str(failure.event_specific_data.error)
     assert "boom on the 3rd" in str(failure.event_specific_data.error)
+    # the error names the script, the line and quotes the statement
+    assert "x/daily.sql:4:1: statement failed" in str(failure.event_specific_data.error)
+    assert "    SELECT $partition AS day" in str(failure.event_specific_data.error)
     # partition status as Dagster records it: four materialized, the third not
     key = dg.AssetKey(["ducklake", "main", "daily"])
     assert sorted(instance.get_materialized_partitions(key)) == done

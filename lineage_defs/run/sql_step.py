@@ -173,12 +173,18 @@ class StepRunner:
             out.append((compile_statement(sql, dialect, window, self.session.object_path, paramstyle=paramstyle), line, kind))
         return out
 
+    def _where(self, line: int) -> Location:
+        """The statement starting at ``line``, quoted in the error as the user wrote it."""
+        text = next((s for s, n, _ in _statements(self.step) if n == line), "")
+        first = next((t for t in text.splitlines() if t.strip()), "")
+        return Location(self.step.path, line, 1, first, len(first.rstrip()) or 1)
+
     def _run_duckdb(self, window: PartitionWindow | None, result: SliceResult) -> None:
         compiled = self._compiled(window)
         managed = self.step.strategy != "manual"
         body = compiled[:-1] if managed else compiled
         for c, line, _ in body:
-            self._run(c, Location(self.step.path, line))
+            self._run(c, self._where(line))
             if c.sql:
                 result.sql.append(c.sql)
         if not managed:
@@ -186,7 +192,7 @@ class StepRunner:
             return
         last, line, _ = compiled[-1]
         stage = f"CREATE OR REPLACE TEMP TABLE {SLICE} AS {last.sql.rstrip().rstrip(';')}"
-        staged = self.session.execute(stage, last.params, Location(self.step.path, line)).fetchone()
+        staged = self.session.execute(stage, last.params, self._where(line)).fetchone()
         result.sql.append(stage)
         self._write(window, result, int(staged[0]) if staged else None)
 
@@ -198,7 +204,7 @@ class StepRunner:
                 try:
                     cur.execute(c.sql, c.params or None)
                 except Exception as e:
-                    raise RunError(f"statement failed: {e}", Location(self.step.path, line), "fix the statement shown above") from e
+                    raise RunError(f"statement failed: {e}", self._where(line), "fix the statement shown above") from e
                 result.sql.append(c.sql)
             if not managed:
                 self.pg.commit()
@@ -210,7 +216,7 @@ class StepRunner:
                 cols = [d.name for d in cur.description or ()]
                 rows = cur.fetchall()
             except Exception as e:
-                raise RunError(f"statement failed: {e}", Location(self.step.path, line), "fix the statement shown above") from e
+                raise RunError(f"statement failed: {e}", self._where(line), "fix the statement shown above") from e
             result.sql.append(last.sql)
         self.pg.rollback()  # the SELECT's session state is not the write; the write goes through the target
         import pyarrow as pa
