@@ -15,7 +15,7 @@ import pytest
 
 from lineage_defs.errors import AnnotationError, Location
 from lineage_defs.parse import language_of, parse_duration, parse_header
-from lineage_defs.parse.grammar import is_annotation, tokenize
+from lineage_defs.parse.tokens import is_annotation, tokenize
 from lineage_defs.parse.model import Header
 
 HEADERS = Path(__file__).parent / "fixtures" / "headers"

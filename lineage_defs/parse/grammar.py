@@ -10,11 +10,23 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from lineage_defs import uris
 from lineage_defs.errors import AnnotationError, Location, did_you_mean
-from lineage_defs.parse.header import CommentLine, leading_comments
+from lineage_defs.parse.header import leading_comments
+from lineage_defs.parse.line import _Builder, _Line
+from lineage_defs.parse.tokens import (
+    _IDENT,
+    _NAME,
+    ALIASES,
+    KEYWORDS,
+    PARTITION_KINDS,
+    _CLOSED,
+    Token,
+    _unquote,
+    _value_at,
+    is_annotation,
+)
 from lineage_defs.parse.model import (
     ColumnDecl,
     ColumnSource,
@@ -30,254 +42,7 @@ from lineage_defs.parse.model import (
     Webhook,
 )
 
-KEYWORDS = (
-    "pipeline", "on", "mute", "trigger", "debounce", "partitioned", "materialize",
-    "data_test", "column", "macros", "use", "freshness", "retry", "tag", "owner",
-    "pool", "dialect",
-)
-ALIASES = {"test": "data_test", "unique_key": "unique_key", "append": "append"}
-PARTITION_KINDS = ("daily", "hourly", "weekly", "monthly", "dynamic")
-_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(s|m|h|d)?$")  # ASCII: \d also takes '٣'
-_UNITS = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-# A quote left open runs to the end of the line (one token, flagged) instead of
-# splitting into words that each get their own confusing error.
-_QUOTED = r'"(?:[^"\\]|\\.)*(?:"|\\?$)'
-_TOKEN = re.compile(rf'(?P<opt>[A-Za-z_][\w-]*=(?:{_QUOTED}|[^\s"]*))|(?P<q>{_QUOTED})|(?P<w>\S+)')
-_CLOSED = re.compile(r'"(?:[^"\\]|\\.)*"')
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-_URI_HINT = re.compile(r"\b(?:" + "|".join(uris.KINDS) + r")://")
-_PARTITION_FROM = re.compile(r"^(timestamp|key|header:[^\s]+|json:\$[^\s]*)$")
 
-
-@dataclass(frozen=True)
-class Token:
-    text: str  # as written (quotes included)
-    start: int  # 0-based offset in the annotation content
-    key: str | None = None  # for k=v options
-    value: str = ""  # unquoted value (or the word itself)
-    unterminated: bool = False  # a quote opened and never closed
-
-    @property
-    def end(self) -> int:
-        return self.start + len(self.text)
-
-
-def tokenize(content: str) -> list[Token]:
-    out = []
-    for m in _TOKEN.finditer(content):
-        text = m.group(0)
-        if m.lastgroup == "opt":
-            k, _, v = text.partition("=")
-            out.append(Token(text, m.start(), k, _unquote(v), _open_quote(v)))
-        elif m.lastgroup == "q":
-            out.append(Token(text, m.start(), None, _unquote(text), _open_quote(text)))
-        else:
-            out.append(Token(text, m.start(), None, text))
-    return out
-
-
-def _open_quote(v: str) -> bool:
-    return v.startswith('"') and not _CLOSED.fullmatch(v)
-
-
-def _value_at(t: Token) -> Token:
-    """The value part of ``k=v`` / ``k="v"`` (or a bare word), positioned for a caret."""
-    if t.key is None:
-        raw, start = t.text, t.start
-    else:
-        raw, start = t.text[len(t.key) + 1 :], t.start + len(t.key) + 1
-    if raw.startswith('"'):
-        inner = raw[1:-1] if not t.unterminated else raw[1:]
-        return Token(inner or raw, start + 1 if inner else start, t.key, t.value)
-    return Token(raw, start, t.key, t.value)
-
-
-def _unquote(v: str) -> str:
-    if not _open_quote(v) and len(v) >= 2 and v[0] == '"' and v[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", v[1:-1])
-    return v
-
-
-def parse_duration(text: str) -> float | None:
-    """Seconds for ``30``, ``30s``, ``5m``, ``2h``, ``1d``; None if malformed."""
-    m = _DURATION.match(text)
-    if not m:
-        return None
-    return float(m.group(1)) * _UNITS[m.group(2)]
-
-
-def is_annotation(content: str) -> bool:
-    """True when a comment line is (or tries to be) an annotation, not prose."""
-    first = content.split(None, 1)[0] if content.strip() else ""
-    if first in KEYWORDS or first in ALIASES:
-        return True
-    # `materialize=…`, `pipeline:` — a keyword glued to '=' or ':' must not vanish into prose
-    glued = re.match(r"([a-z_]+)[=:]", first)
-    if glued and (glued.group(1) in KEYWORDS or glued.group(1) in ALIASES):
-        return True
-    if not re.fullmatch(r"[a-z_]+", first):
-        return False
-    rest = content[len(first):]
-    if len(first) >= 4 and did_you_mean(first, (*KEYWORDS, *ALIASES), cutoff=0.8):
-        return True
-    return bool(re.search(r"(^|\s)[a-z_]+=", rest) or _URI_HINT.search(rest))
-
-
-@dataclass
-class _Builder:
-    """Mutable accumulator for one header; frozen into ``Header`` at the end."""
-
-    path: str
-    language: str
-    errors: list[AnnotationError] = field(default_factory=list)
-    values: dict[str, object] = field(default_factory=dict)
-    lists: dict[str, list[object]] = field(default_factory=dict)
-    seen: dict[str, int] = field(default_factory=dict)  # singleton keyword → line
-    prose: list[str] = field(default_factory=list)
-    alias_key: tuple[tuple[str, ...], Location] | None = None
-    alias_append: Location | None = None
-
-    def add(self, name: str, value: object) -> None:
-        self.lists.setdefault(name, []).append(value)
-
-
-class _Line:
-    """One annotation line being parsed: tokens plus error helpers."""
-
-    def __init__(self, b: _Builder, cl: CommentLine) -> None:
-        self.b = b
-        self.cl = cl
-        self.tokens = tokenize(cl.content)
-
-    def loc(self, start: int = 0, width: int = 1) -> Location:
-        return Location(self.b.path, self.cl.line, self.cl.offset + start + 1, self.cl.raw, max(width, 1))
-
-    def error(self, tok: Token | None, message: str, fix: str | None = None) -> None:
-        if tok is None:  # point just past the end of the line
-            loc = self.loc(len(self.cl.content), 1)
-        else:
-            loc = self.loc(tok.start, len(tok.text))
-        self.b.errors.append(AnnotationError(message, loc, fix))
-
-    def options(
-        self,
-        toks: list[Token],
-        allowed: Mapping[str, Callable[[Token], object | None]],
-        flags: tuple[str, ...] = (),
-        what: str = "",
-    ) -> dict[str, object] | None:
-        """Parse k=v options and bare flags; every other token is an error."""
-        out: dict[str, object] = {}
-        ok = True
-        for t in toks:
-            if t.key is None:
-                if t.text in flags:
-                    out[t.text] = True
-                    continue
-                if t.unterminated:
-                    self.error(t, "unterminated quote", 'close the value with "')
-                else:
-                    guess = did_you_mean(t.text, (*allowed, *flags))
-                    fix = f"did you mean '{guess}'?" if guess else _options_fix(allowed, flags, what)
-                    self.error(t, f"unexpected '{t.text}'{' in ' + what if what else ''}", fix)
-                ok = False
-                continue
-            if t.key not in allowed:
-                guess = did_you_mean(t.key, allowed)
-                fix = f"did you mean '{guess}'?" if guess else _options_fix(allowed, flags, what)
-                self.error(Token(t.key, t.start), f"unknown option '{t.key}'", fix)
-                ok = False
-                continue
-            if t.key in out:
-                self.error(t, f"option '{t.key}' given twice", "keep one")
-                ok = False
-                continue
-            if t.unterminated:
-                self.error(t, "unterminated quote", 'close the value with "')
-                ok = False
-                continue
-            value = allowed[t.key](t)
-            if value is None:
-                ok = False
-                continue
-            out[t.key] = value
-        return out if ok else None
-
-    # value checkers: return the parsed value, or report and return None
-    def duration(self, t: Token) -> float | None:
-        v = parse_duration(t.value)
-        if v is None:
-            self.error(_value_at(t), f"bad duration '{t.value}'", "write seconds or 30s, 5m, 2h, 1d")
-        return v
-
-    def integer(self, t: Token) -> int | None:
-        if re.fullmatch(r"[0-9]+", t.value):
-            return int(t.value)
-        self.error(_value_at(t), f"'{t.value}' is not a whole number", "write e.g. 100")
-        return None
-
-    def choice(self, choices: tuple[str, ...]) -> Callable[[Token], str | None]:
-        def check(t: Token) -> str | None:
-            if t.value in choices:
-                return t.value
-            guess = did_you_mean(t.value, choices)
-            self.error(_value_at(t), f"bad value '{t.value}'", f"did you mean '{guess}'?" if guess else f"use one of {'|'.join(choices)}")
-            return None
-
-        return check
-
-    def text(self, t: Token) -> str | None:
-        if t.value:
-            return t.value
-        self.error(t, f"'{t.key}' needs a value", f'write {t.key}=<value>')
-        return None
-
-    def columns(self, t: Token) -> tuple[str, ...] | None:
-        cols = tuple(c.strip() for c in t.value.split(","))
-        if not t.value or any(not _IDENT.match(c) for c in cols):
-            self.error(_value_at(t), f"bad column list '{t.value}'", f"write {t.key or 'key'}=col1,col2 (no spaces)")
-            return None
-        return cols
-
-    def column(self, t: Token) -> str | None:
-        if _IDENT.match(t.value):
-            return t.value
-        self.error(_value_at(t), f"bad column name '{t.value}'", f"write {t.key}=<one column>")
-        return None
-
-    def tz(self, t: Token) -> str | None:
-        import zoneinfo
-
-        try:
-            zoneinfo.ZoneInfo(t.value)
-            return t.value
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # `tz=Europe` is a tzdata directory
-            guess = did_you_mean(t.value, sorted(zoneinfo.available_timezones()))
-            self.error(_value_at(t), f"unknown time zone '{t.value}'", f"did you mean '{guess}'?" if guess else "use an IANA name like Europe/Berlin")
-            return None
-
-    def uri(self, t: Token | None) -> str | None:
-        if t is None:
-            self.error(None, "missing asset URI", "write e.g. ducklake://main/orders")
-            return None
-        try:
-            return uris.normalize(t.value)
-        except uris.UriError as e:
-            self.error(_value_at(t), e.message, e.fix)
-            return None
-
-    def partition_from(self, t: Token) -> str | None:
-        if _PARTITION_FROM.match(t.value):
-            return t.value
-        self.error(_value_at(t), f"bad partition_from '{t.value}'", "use timestamp, key, header:<name> or json:$.path")
-        return None
-
-
-def _options_fix(allowed: Mapping[str, object], flags: tuple[str, ...], what: str) -> str:
-    names = [f"{k}=" for k in allowed] + list(flags)
-    return f"{what + ' takes ' if what else 'allowed: '}{', '.join(names)}" if names else f"{what or 'this annotation'} takes no arguments"
 
 
 # ---------------------------------------------------------------------------
