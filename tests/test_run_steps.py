@@ -339,3 +339,47 @@ def test_steps_on_s3_objects(tmp_path: Path, instance: Any, s3_server: Any) -> N
     rows = sorted(pq.read_table(io.BytesIO(body)).to_pylist(), key=lambda r: r["_partition"])
     assert rows == [{"id": 1, "v": "2025-01-01", "_partition": "2025-01-01"}, {"id": 1, "v": "2025-01-02", "_partition": "2025-01-02"}]
     assert not (state / "objects").exists() or not any((state / "objects").rglob("*.parquet"))
+
+
+def test_steps_off_the_embedded_files_do_not_wait_for_their_lock(tmp_path: Path, pg_dsn: str) -> None:
+    """A step on PostgreSQL alone runs while another process holds the embedded files' lock."""
+    import threading
+
+    from lineage_defs.plan.project import load_project
+    from lineage_defs.run.sql_step import run_windows
+    from lineage_defs.run.substrates import StateLock
+
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "crm/tiny.sql", """
+        -- pipeline
+        -- materialize datatable://crm/tiny_from_duckdb
+        SELECT 42 AS answer
+    """)
+    write(root, "crm/local.sql", """
+        -- pipeline
+        -- materialize duckdb://warehouse/local
+        SELECT 1 AS one
+    """)
+    project = load_project(root)
+    steps = {s.path: s for s in project.steps}
+    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root), postgres_dsn=pg_dsn)
+    results: dict[str, Any] = {}
+
+    def run_step(path: str) -> None:
+        results[path] = list(run_windows(settings, steps[path], [None]))[0]
+
+    with StateLock(settings):  # as if a long run held the DuckDB files
+        pg_thread = threading.Thread(target=run_step, args=("crm/tiny.sql",), daemon=True)
+        local_thread = threading.Thread(target=run_step, args=("crm/local.sql",), daemon=True)
+        pg_thread.start()
+        local_thread.start()
+        pg_thread.join(timeout=60)
+        local_thread.join(timeout=2)
+        assert not pg_thread.is_alive() and results["crm/tiny.sql"].error is None
+        assert local_thread.is_alive()  # the warehouse step waits for the lock ...
+    local_thread.join(timeout=60)
+    assert results["crm/local.sql"].error is None  # ... and runs once it is released
+    import psycopg
+
+    with psycopg.connect(pg_dsn) as c:
+        assert c.execute("SELECT answer FROM tiny_from_duckdb").fetchall() == [(42,)]

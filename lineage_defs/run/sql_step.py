@@ -9,6 +9,7 @@ are staged into the session and written like any other slice.
 from __future__ import annotations
 
 import dataclasses
+import re
 import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -76,6 +77,24 @@ def write_request(step: StepSpec, target: str, window: PartitionWindow | None) -
     )
 
 
+def _unused_defaults(step: StepSpec) -> frozenset[str]:
+    """Default substrates the step never names: not attached, so not locked.
+
+    A step on a PostgreSQL-catalog lake, PostgreSQL or S3 then runs beside
+    others instead of queueing on the embedded files' lock.
+    """
+    uris_used = [*step.outputs, *(d.uri for d in step.deps)]
+    text = " ".join(s.sql for s in step.statements) + " " + " ".join(step.uses)
+    skip = set()
+    for substrate, alias in (("ducklake://main", "lake"), ("duckdb://warehouse", "warehouse")):
+        named = any(u.startswith(substrate + "/") for u in uris_used) or re.search(rf"\b{alias}\b", text, re.IGNORECASE)
+        if not named and step.language != "python":
+            skip.add(substrate)
+    if step.uses or step.tests:
+        skip.clear()  # macro libraries and data tests may name either
+    return frozenset(skip)
+
+
 class StepRunner:
     """One step, one session, any number of partitions (each its own transaction)."""
 
@@ -85,7 +104,7 @@ class StepRunner:
         stmts = _statements(step)
         own = uses_substrates([s for s, _, _ in stmts], step.language if step.language == "postgres" else "duckdb")
         self.owns_session = session is None
-        self.session = session or Session(settings, skip=frozenset(own))
+        self.session = session or Session(settings, skip=frozenset(own) | _unused_defaults(step))
         self.pg: Any = None
         try:
             self._prepare()

@@ -149,8 +149,11 @@ class Session:
         import duckdb
 
         self.settings = settings
+        # Taken when the first embedded DuckDB file is attached (see StateLock):
+        # a session on a PostgreSQL-catalog lake, PostgreSQL and S3 alone runs
+        # concurrently with others.
         self.lock = StateLock(settings)
-        self.lock.__enter__()
+        self.locked = False
         try:
             self.conn = duckdb.connect(config={"extension_directory": extension_directory(), "autoinstall_known_extensions": False, "autoload_known_extensions": True})
             self.aliases: dict[str, str] = {}
@@ -169,6 +172,12 @@ class Session:
             self.conn.close()
         finally:
             self.lock.__exit__()
+            self.locked = False
+
+    def is_embedded(self, substrate: str) -> bool:
+        """A DuckDB file under the state dir (one writer process at a time)."""
+        kind, _, name = substrate.partition("://")
+        return kind == "duckdb" or (kind == "ducklake" and name == "main" and not self.settings.ducklake_catalog)
 
     def __enter__(self) -> Session:
         return self
@@ -211,6 +220,9 @@ class Session:
         substrate = canonical_substrate(substrate)
         if substrate in self.aliases:
             return self.aliases[substrate]
+        if self.is_embedded(substrate) and not self.locked:
+            self.lock.__enter__()
+            self.locked = True
         self.conn.execute(self.attach_sql(substrate, alias))
         self.aliases[substrate] = alias
         return alias
