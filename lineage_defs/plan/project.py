@@ -17,7 +17,19 @@ from lineage_defs.errors import AnnotationError, LineageDefsError, Location, Spe
 from lineage_defs.parse import Header, language_of, parse_header
 from lineage_defs.plan.cache import PlanCache, content_hash
 from lineage_defs.plan.refs import bash_uris, python_uris
-from lineage_defs.plan.spec import Analysis, ColumnEdge, Dep, Problem, Project, RawEdge, Statement, StepSpec, strategy_of
+from lineage_defs.plan.spec import (
+    PARTITION_COLUMN,
+    SCD2_COLUMNS,
+    Analysis,
+    ColumnEdge,
+    Dep,
+    Problem,
+    Project,
+    RawEdge,
+    Statement,
+    StepSpec,
+    strategy_of,
+)
 
 SKIP_DIRS = {"target", "dbt_packages", "logs", "node_modules", "__pycache__", ".venv", "venv"}
 
@@ -165,7 +177,16 @@ def _plan(root: Path, files: dict[str, _FileResult], pipelines: dict[str, str], 
         cols = getattr(a, "output_columns", None)
         mat = step_files[p].header.materialize
         if cols and mat and not mat.manual:
-            schemas[outs[0]] = tuple(cols)
+            # the managed columns the runtime adds are part of the target too
+            if mat.history:
+                managed: tuple[str, ...] = SCD2_COLUMNS
+            elif step_files[p].header.partitioned:
+                managed = (PARTITION_COLUMN,)
+            else:
+                managed = ()
+            schemas[outs[0]] = (*cols, *managed)
+            if mat.history:
+                schemas[outs[0] + "_current"] = schemas[outs[0]]  # the view of open versions
         declared = [c.output for c in step_files[p].header.columns]
         if outs[0] not in schemas and declared:
             schemas[outs[0]] = tuple(declared)

@@ -21,6 +21,10 @@ from lineage_defs.parse.model import (
     Webhook,
 )
 
+# Columns the runtime manages in targets (plan knows them for `*` expansion).
+PARTITION_COLUMN = "_partition"  # the partition key of partitioned managed targets
+SCD2_COLUMNS = ("valid_from", "valid_to", "is_current")
+
 STRATEGIES = ("replace", "partition_replace", "merge", "append", "scd2", "manual", "dbt")
 
 

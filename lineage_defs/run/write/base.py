@@ -10,8 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-PARTITION_COLUMN = "_partition"  # the managed partition column of partition_replace targets
-SCD2_COLUMNS = ("valid_from", "valid_to", "is_current")
+from lineage_defs.plan.spec import PARTITION_COLUMN, SCD2_COLUMNS  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)
