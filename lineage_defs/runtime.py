@@ -22,10 +22,25 @@ from typing import Any
 
 from lineage_defs.run.context import PartitionWindow
 
-__all__ = ["connect", "events", "partition", "path", "report", "write"]
+__all__ = ["connect", "events", "log", "partition", "path", "report", "write"]
 
 _session: Any = None
 _reported: dict[str, Any] = {}
+_pipes: Any = None  # the Dagster Pipes context when the step runs under Dagster
+
+
+def use_pipes(pipes: Any) -> None:
+    """Called by the step launcher: logs go to Dagster through this Pipes context."""
+    global _pipes
+    _pipes = pipes
+
+
+def log(message: str) -> None:
+    """A log line in the Dagster run (printed when the script runs outside Dagster)."""
+    if _pipes is not None:
+        _pipes.log.info(message)
+    else:
+        print(message, flush=True)
 
 
 def partition() -> PartitionWindow | None:

@@ -190,6 +190,7 @@ def test_python_and_bash_steps_through_pipes(tmp_path: Path, instance: Any) -> N
         con = runtime.connect()
         df = con.execute("SELECT id, day, ? AS start FROM read_csv(?)", [p.start.isoformat(), runtime.path("s3:///raw/{partition}.csv")]).df()
         runtime.report(note="hello from python")
+        runtime.log("python step wrote its slice")
         runtime.write(df)
     """)
     defs = defs_for(root, state)
@@ -203,6 +204,11 @@ def test_python_and_bash_steps_through_pipes(tmp_path: Path, instance: Any) -> N
     assert "dagster/column_lineage" in loaded.metadata
     checks = [e for e in r.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert [c.event_specific_data.passed for c in checks] == [True]
+    # the steps ran inside Dagster Pipes: their output lines are log events of the run
+    logs = [e.user_message for e in instance.all_logs(r.run_id)]
+    assert any("bash sees 2025-01-02 from 2025-01-02T00:00:00+00:00" in m for m in logs)
+    assert not any("did not receive any messages" in m for m in logs)
+    assert any("python step wrote its slice" in m for m in logs)
     raw = mats[("s3", "_default", "raw", "__partition__.csv")]
     assert raw.metadata["dagster/row_count"].value == 2  # observed after the manual write
     rows = query(state, "SELECT id, day, start FROM lake.main.loaded ORDER BY id")
@@ -383,3 +389,29 @@ def test_steps_off_the_embedded_files_do_not_wait_for_their_lock(tmp_path: Path,
 
     with psycopg.connect(pg_dsn) as c:
         assert c.execute("SELECT answer FROM tiny_from_duckdb").fetchall() == [(42,)]
+
+
+def test_python_step_failures_reach_the_run(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    script = """
+        # pipeline
+        # materialize ducklake://main/people
+        # data_test not_null name
+        import pandas as pd
+        from lineage_defs import runtime
+        runtime.write(pd.DataFrame({"id": [1, 2], "name": ["a", NAME]}))
+    """
+    write(root, "x/people.py", script.replace("NAME", '"b"'))
+    assert run(defs_for(root, state), instance).success
+    write(root, "x/people.py", script.replace("NAME", "None"))
+    r = run(defs_for(root, state), instance)
+    assert not r.success
+    checks = [e.event_specific_data for e in r.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert [(c.check_name, c.passed) for c in checks] == [("not_null_name", False)]
+    assert query(state, "SELECT id, name FROM lake.main.people ORDER BY id") == [(1, "a"), (2, "b")]  # rolled back
+    write(root, "x/people.py", script.replace('runtime.write(pd.DataFrame({"id": [1, 2], "name": ["a", NAME]}))', "raise ValueError('no upstream file for this day')"))
+    r = run(defs_for(root, state), instance)
+    failure = next(e for e in r.all_events if e.event_type_value == "STEP_FAILURE")
+    error = str(failure.event_specific_data.error)
+    assert "x/people.py:6:1: the step failed: ValueError: no upstream file for this day" in error
+    assert "    raise ValueError('no upstream file for this day')" in error  # the line, quoted

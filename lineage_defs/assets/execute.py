@@ -242,13 +242,20 @@ def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: li
                 Path(loc).parent.mkdir(parents=True, exist_ok=True)
                 env["LINEAGE_OUTPUT_PATH"] = loc
         env["LINEAGE_PYTHON"] = sys.executable
-        command = [sys.executable, str(script)] if step.language == "python" else ["bash", str(script)]
+        command = [sys.executable, "-m", "lineage_defs.run.launch", step.language, str(script)]
+        error_file = Path(tmp) / "error.json"
+        env["LINEAGE_ERROR_FILE"] = str(error_file)
+        env["LINEAGE_SCRIPT"] = str(script)
         try:
             invocation = PipesSubprocessClient(cwd=str(script.parent)).run(command=command, context=context, env=env)
-        except Exception:
+        except Exception as e:
             # a blocking data test rolled the write back: still report the checks
             if result_file.exists():
                 yield from _check_results(step, key, [json.loads(result_file.read_text())])
+            if error_file.exists():
+                err = json.loads(error_file.read_text())
+                where = Location(step.path, int(err["line"]), 1 if err["line"] else 0, err["text"].strip(), len(err["text"].strip()) or 1)
+                raise RunError(f"the step failed: {err['message']}\n{err['traceback']}", where, "fix the script and re-run it (managed writes are idempotent)") from e
             raise
         reported = [r for r in invocation.get_results()]
         written = json.loads(result_file.read_text()) if result_file.exists() else None
