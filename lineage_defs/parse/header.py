@@ -60,3 +60,9 @@ def leading_comments(text: str, language: str) -> tuple[list[CommentLine], int]:
             start += 1
         out.append(CommentLine(i + 1, start, raw[start:].rstrip(), raw.rstrip("\n")))
     return out, len(lines) + 1
+
+
+def split_body(text: str, language: str) -> tuple[str, int]:
+    """(the code after the leading comment block, its 1-based first line)."""
+    _, body_line = leading_comments(text, language)
+    return "".join(text.splitlines(keepends=True)[body_line - 1 :]), body_line

@@ -15,6 +15,7 @@ from pathlib import Path
 from lineage_defs import uris
 from lineage_defs.errors import AnnotationError, LineageDefsError, Location, SpecError
 from lineage_defs.parse import Header, language_of, parse_header
+from lineage_defs.parse.header import split_body
 from lineage_defs.plan.cache import PlanCache, content_hash
 from lineage_defs.plan.refs import bash_uris, python_uris
 from lineage_defs.plan.spec import (
@@ -94,11 +95,6 @@ def _pg_connection(header: Header) -> str:
     return "default"
 
 
-def _body(text: str, body_line: int) -> str:
-    lines = text.splitlines(keepends=True)
-    return "".join(lines[body_line - 1 :])
-
-
 def load_project(root: str | Path, cache_dir: Path | None = None) -> Project:
     """Load and validate a pipelines folder. Never raises for user errors: they are in ``errors``."""
     root = Path(root)
@@ -113,7 +109,7 @@ def load_project(root: str | Path, cache_dir: Path | None = None) -> Project:
         if hit is None:
             language = language_of(path.name) or "duckdb"
             header, errs = parse_header(rel, text, language)
-            analysis = _analyze(header, _body(text, header.body_line), _pg_connection(header)) if header.is_step else None
+            analysis = _analyze(header, split_body(text, header.language)[0], _pg_connection(header)) if header.is_step else None
             hit = _FileResult(header, tuple(errs), analysis, tuple(text.splitlines()[: header.body_line]), key)
             cache.put(key, hit)
         files[rel] = hit
@@ -198,7 +194,7 @@ def _plan(root: Path, files: dict[str, _FileResult], pipelines: dict[str, str], 
             hit = cache.get(key)
             if hit is None:
                 text = (root / p).read_text(encoding="utf-8", errors="replace")
-                hit = _analyze(fr.header, _body(text, fr.header.body_line), _pg_connection(fr.header), known)
+                hit = _analyze(fr.header, split_body(text, fr.header.language)[0], _pg_connection(fr.header), known)
                 cache.put(key, hit)
             step_files[p] = _FileResult(fr.header, fr.errors, hit, fr.text_lines, fr.key)
 

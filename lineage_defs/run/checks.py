@@ -100,14 +100,19 @@ def evaluate(
     return out
 
 
-def read_custom(pipelines_dir: str, step_path: str, script: str) -> tuple[str, int]:
-    """The text and body line of a custom test script (relative to the step's folder, then the root)."""
-    from lineage_defs.parse.header import leading_comments
-
+def read_custom(pipelines_dir: str, step_path: str, script: str) -> list[Any]:
+    """The statements of a custom test script (relative to the step's folder, then the root)."""
     root = Path(pipelines_dir)
     for cand in (root / Path(step_path).parent / script, root / script):
         if cand.exists():
-            text = cand.read_text()
-            _, body_line = leading_comments(text, "duckdb")
-            return text, body_line
+            return script_statements(cand)
     raise RunError(f"data_test script '{script}' not found", Location(step_path), "the path is relative to the step's folder or the pipelines folder")
+
+
+def script_statements(path: Path) -> list[Any]:
+    """The statements of a DuckDB script after its leading comment block, with file lines."""
+    from lineage_defs.parse.header import split_body
+    from lineage_defs.plan.sql import analyze_sql
+
+    body, body_line = split_body(path.read_text(), "duckdb")
+    return list(analyze_sql(body, "duckdb", body_line=body_line).statements)

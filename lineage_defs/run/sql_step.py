@@ -18,7 +18,7 @@ from typing import Any
 
 from lineage_defs.errors import Location, RunError
 from lineage_defs.plan.spec import StepSpec
-from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_custom
+from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_custom, script_statements
 from lineage_defs.run.compile import Compiled, compile_statement, uses_substrates
 from lineage_defs.run.context import PartitionWindow, resolve_token
 from lineage_defs.run.substrates import RunSettings, Session
@@ -128,13 +128,7 @@ class StepRunner:
     def _prepare(self) -> None:
         conn = self.session.conn
         for lib in self.step.uses:
-            text = (Path(self.settings.pipelines_dir) / lib).read_text()
-            from lineage_defs.plan.sql import analyze_sql
-            from lineage_defs.parse.header import leading_comments
-
-            _, body_line = leading_comments(text, "duckdb")
-            body = "".join(text.splitlines(keepends=True)[body_line - 1 :])
-            for st in analyze_sql(body, "duckdb", body_line=body_line).statements:
+            for st in script_statements(Path(self.settings.pipelines_dir) / lib):
                 c = compile_statement(st.sql, "duckdb", None, self.session.object_path, macro=True)
                 self._run(c, Location(lib, st.line), lib)
         home = self.session.aliases.get("duckdb://warehouse")
@@ -281,10 +275,7 @@ class StepRunner:
 
     def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str) -> list[CheckOutcome]:
         def custom(script: str) -> tuple[str, dict[str, Any]]:
-            text, body_line = read_custom(self.settings.pipelines_dir, self.step.path, script)
-            from lineage_defs.plan.sql import analyze_sql
-
-            stmts = analyze_sql("".join(text.splitlines(keepends=True)[body_line - 1 :]), "duckdb", body_line=body_line).statements
+            stmts = read_custom(self.settings.pipelines_dir, self.step.path, script)
             if not stmts:
                 raise RunError(f"data_test script '{script}' is empty", Location(self.step.path), "write a SELECT returning the violating rows")
             c = compile_statement(stmts[-1].sql.rstrip().rstrip(";"), "duckdb", window, self.session.object_path)
