@@ -311,10 +311,20 @@ def test_consumer_columns_checked_against_captured_schema(tmp_path: Path, instan
         FROM lake.main.up
     """)
     assert run(defs_for(root, state), instance, [["ducklake", "main", "up"]]).success
+    assert captured_schemas(state) == captured_schemas(state) == {"ducklake://main/up": ["id", "name"]}  # second read from the index
+    assert (state / "cache" / "schemas-index.pickle").exists()
     warnings = column_warnings(load_project(root), captured_schemas(state))
     assert [w.headline() for w in warnings] == [
         "x/down.sql:4:8: warning: ducklake://main/up has no column 'nam' in its last materialization — did you mean 'name'?"
     ]
+    write(root, "x/up.sql", """
+        -- pipeline
+        -- materialize ducklake://main/up on_schema_change=sync
+        SELECT 1 AS id, 'a' AS nam
+    """)
+    assert run(defs_for(root, state), instance, [["ducklake", "main", "up"]]).success
+    assert captured_schemas(state) == {"ducklake://main/up": ["id", "nam"]}  # the index follows new captures
+    assert column_warnings(load_project(root), captured_schemas(state)) == []
 
 
 def test_steps_on_s3_objects(tmp_path: Path, instance: Any, s3_server: Any) -> None:

@@ -9,7 +9,10 @@ since the consumer was written).
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import re
+import tempfile
 from pathlib import Path
 
 from lineage_defs.errors import Location, SpecError, did_you_mean
@@ -17,16 +20,39 @@ from lineage_defs.plan.spec import Project, StepSpec
 
 
 def captured_schemas(state_dir: str | Path) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
+    """URI → captured column names.
+
+    Every run process loads the code location, so the files are read only when
+    the folder changed since the last load (the runtime replaces files into
+    it, which moves the folder's mtime); otherwise one index pickle is read.
+    """
     folder = Path(state_dir) / "schemas"
     if not folder.is_dir():
-        return out
+        return {}
+    stamp = folder.stat().st_mtime_ns
+    index = Path(state_dir) / "cache" / "schemas-index.pickle"
+    try:
+        with index.open("rb") as f:
+            cached_stamp, cached = pickle.load(f)
+        if cached_stamp == stamp and isinstance(cached, dict):
+            return cached
+    except Exception:  # missing or foreign index: read the files
+        pass
+    out: dict[str, list[str]] = {}
     for p in folder.glob("*.json"):
         try:
             data = json.loads(p.read_text())
             out[data["uri"]] = [c[0] for c in data["columns"]]
         except (OSError, ValueError, KeyError, IndexError, TypeError):
             continue  # a partial or foreign file is not a schema
+    try:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=index.parent, prefix=".schemas-")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump((stamp, out), f)
+        os.replace(tmp, index)
+    except OSError:
+        pass
     return out
 
 
