@@ -425,3 +425,17 @@ def test_python_step_failures_reach_the_run(tmp_path: Path, instance: Any) -> No
     error = str(failure.event_specific_data.error)
     assert "x/people.py:6:1: the step failed: ValueError: no upstream file for this day" in error
     assert "    raise ValueError('no upstream file for this day')" in error  # the line, quoted
+
+
+def test_write_errors_name_the_script_and_its_select(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/m.sql", """
+        -- pipeline
+        -- materialize ducklake://main/m key=id
+        SELECT * FROM (VALUES (1, 'a'), (1, 'b')) v(id, name)
+    """)
+    r = run(defs_for(root, state), instance)
+    assert not r.success
+    error = str(next(e for e in r.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data.error)
+    assert "x/m.sql:3:1: " in error and "duplicate" in error.lower()
+    assert "    SELECT * FROM (VALUES (1, 'a'), (1, 'b')) v(id, name)" in error

@@ -33,6 +33,7 @@ from lineage_defs.assets.translator import LineageTranslator
 from lineage_defs.errors import Location, RunError
 from lineage_defs.plan.spec import Project, StepSpec
 from lineage_defs.run.context import PartitionWindow, partition_env, resolve_token
+from lineage_defs.run.observe import observe
 from lineage_defs.run.sql_step import slice_dict
 from lineage_defs.run.substrates import RunSettings
 
@@ -267,7 +268,7 @@ def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: li
             user_meta.update(r.metadata or {})
         else:
             yield r
-    result = written or _observe(settings, target, window)
+    result = written or observe(settings, target, window)
     user_meta.update((written or {}).get("reported") or {})
     meta = {**materialization_metadata(step, translator, result, trigger), **user_meta}
     yield from _check_results(step, key, [result])
@@ -286,10 +287,3 @@ def _upload(settings: RunSettings, local: Path, url: str) -> None:
         aws_secret_access_key=settings.s3_secret_access_key,
     )
     client.upload_file(str(local), bucket, key)
-
-
-def _observe(settings: RunSettings, target: str, window: PartitionWindow | None) -> dict[str, Any]:
-    """What a manual step left behind: row count and schema of its target."""
-    from lineage_defs.run.observe import observe
-
-    return observe(settings, target, window)
