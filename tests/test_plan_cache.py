@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lineage_defs.plan import project as project_mod
+from lineage_defs.plan import files as project_mod
 from lineage_defs.plan.cache import CACHE_VERSION
 from lineage_defs.plan.project import load_project
 from lineage_defs.plan.spec import Project
@@ -29,9 +29,9 @@ def pipelines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, Counter[str]]:
-    """Counts of parse_header / _analyze calls per script path."""
+    """Counts of parse_header / analyze calls per script path."""
     counts: dict[str, Counter[str]] = {"parse": Counter(), "analyze": Counter()}
-    parse, analyze = project_mod.parse_header, project_mod._analyze
+    parse, analyze = project_mod.parse_header, project_mod.analyze
 
     def spy_parse(rel, text, language):  # type: ignore[no-untyped-def]
         counts["parse"][rel] += 1
@@ -42,7 +42,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, Counter[str]]:
         return analyze(header, *args, **kwargs)
 
     monkeypatch.setattr(project_mod, "parse_header", spy_parse)
-    monkeypatch.setattr(project_mod, "_analyze", spy_analyze)
+    monkeypatch.setattr(project_mod, "analyze", spy_analyze)
     return counts
 
 
@@ -57,7 +57,7 @@ def test_warm_load_equals_cold_load(pipelines: Path, tmp_path: Path, calls: dict
     cache = tmp_path / "cache"
     cold = load_project(pipelines, cache_dir=cache)
     assert len(cold.steps) == 11 and not cold.errors
-    assert (cache / f"{CACHE_VERSION}.pickle").is_file()
+    assert (cache / f"{CACHE_VERSION}.json").is_file()
     n_parsed = sum(calls["parse"].values())
     assert n_parsed == 13  # every script, the macro library and the custom test included
 
@@ -88,13 +88,20 @@ def test_changing_one_file_reparses_only_that_file(pipelines: Path, tmp_path: Pa
 
 @pytest.mark.parametrize(
     "content",
-    [b"", b"not a pickle at all", pickle.dumps({"k": 1})[:7], pickle.dumps(["a", "list"]), pickle.dumps(None)],
-    ids=["empty", "garbage", "truncated", "foreign-list", "foreign-none"],
+    [
+        b"",
+        b"not json at all",
+        b'{"version": "plan-v3", "entries": {"k"',
+        b'["a", "list"]',
+        b"null",
+        pickle.dumps({"k": 1}),
+    ],
+    ids=["empty", "garbage", "truncated", "foreign-list", "foreign-none", "a-pickle"],
 )
 def test_corrupt_cache_is_treated_as_empty(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]], content: bytes) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / f"{CACHE_VERSION}.pickle").write_bytes(content)
+    (cache / f"{CACHE_VERSION}.json").write_bytes(content)
     project = load_project(pipelines, cache_dir=cache)
     assert_same(project, load_project(pipelines, cache_dir=None))
     assert sum(calls["parse"].values()) == 2 * 13  # everything parsed, twice: the corrupt cache held nothing
@@ -130,3 +137,51 @@ def test_warm_load_does_not_import_sqlglot(pipelines: Path, tmp_path: Path) -> N
     cold, warm = load(), load()
     assert cold == {"steps": 11, "sqlglot": True, "dagster": False}
     assert warm == {"steps": 11, "sqlglot": False, "dagster": False}
+
+
+class _Payload:
+    """Unpickling this runs a command: what an attacker with write access to the state dir would plant."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_nothing_in_the_state_dir_is_unpickled(pipelines: Path, tmp_path: Path) -> None:
+    from lineage_defs.plan.schemas import captured_schemas, record_schema
+
+    state = tmp_path / "state"
+    cache = state / "cache"
+    cache.mkdir(parents=True)
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps(_Payload(marker))
+    for name in (f"{CACHE_VERSION}.json", "plan-v2.pickle", "schemas-index.json", "schemas-index.pickle"):
+        (cache / name).write_bytes(payload)
+    record_schema(state, "ducklake://main/orders", [("order_id", "BIGINT")])
+    (state / "schemas" / "planted.json").write_bytes(payload)
+
+    project = load_project(pipelines, cache_dir=cache)
+    assert captured_schemas(state) == {"ducklake://main/orders": ["order_id"]}
+    assert len(project.steps) == 11
+    assert not marker.exists()
+    data = json.loads((cache / f"{CACHE_VERSION}.json").read_text())
+    assert data["version"] == CACHE_VERSION and data["entries"]
+    index = json.loads((cache / "schemas-index.json").read_text())
+    assert index["version"] == 1 and index["schemas"] == {"ducklake://main/orders": ["order_id"]}
+
+
+def test_an_entry_of_the_wrong_shape_is_a_miss(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]]) -> None:
+    cache = tmp_path / "cache"
+    good = load_project(pipelines, cache_dir=cache)
+    path = cache / f"{CACHE_VERSION}.json"
+    data = json.loads(path.read_text())
+    key = next(iter(data["entries"]))
+    entry = data["entries"][key]
+    entry[0][0] = 42  # the header's path: a number where a string belongs
+    path.write_text(json.dumps(data))
+    for c in calls.values():
+        c.clear()
+    assert_same(load_project(pipelines, cache_dir=cache), good)
+    assert sum(calls["parse"].values()) == 1  # only the damaged entry was parsed again

@@ -1,21 +1,26 @@
 """Per-file parse and lineage results, keyed by content hash, kept in the state dir.
 
 Every Dagster run process loads the code location again, so parsing is paid
-per run; this cache makes a warm load skip sqlglot entirely. One pickle file
-for the whole folder (one read at load), replaced atomically when it changes.
+per run; this cache makes a warm load skip sqlglot entirely. One JSON file for
+the whole folder (one read at load), replaced atomically when it changes.
+Data only: entries are decoded by type (``codec``), never unpickled, so a file
+planted in the state dir cannot run code; one that does not decode is a miss.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import pickle
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from lineage_defs.plan.codec import CodecError, decode, encode
 
 # Bump when the parser or the analysis changes what it produces.
-CACHE_VERSION = "plan-v2"
+CACHE_VERSION = "plan-v3"
+T = TypeVar("T")
 
 
 def content_hash(*parts: str) -> str:
@@ -28,41 +33,57 @@ def content_hash(*parts: str) -> str:
 
 class PlanCache:
     def __init__(self, directory: Path | None) -> None:
-        self.path = directory / f"{CACHE_VERSION}.pickle" if directory else None
-        self.entries: dict[str, Any] = {}
+        self.path = directory / f"{CACHE_VERSION}.json" if directory else None
+        self.raw: dict[str, Any] = {}  # key → encoded entry, as read
+        self.values: dict[str, Any] = {}  # key → decoded or new entry
+        self.types: dict[str, Any] = {}
         self.used: set[str] = set()
         self.dirty = False
         if self.path and self.path.exists():
             try:
-                with self.path.open("rb") as f:
-                    entries = pickle.load(f)
-            except Exception:  # a corrupt or foreign cache is just a cold start
-                entries = {}
-            self.entries = entries if isinstance(entries, dict) else {}  # a foreign pickle may load as anything
+                data = json.loads(self.path.read_bytes())
+                if isinstance(data, dict) and data.get("version") == CACHE_VERSION and isinstance(data.get("entries"), dict):
+                    self.raw = data["entries"]
+            except (OSError, ValueError):  # a corrupt or foreign cache is just a cold start
+                pass
 
-    def get(self, key: str) -> Any:
-        value = self.entries.get(key)
-        if value is not None:
-            self.used.add(key)
+    def get(self, key: str, tp: type[T]) -> T | None:
+        """The entry stored under ``key`` as a ``tp``, or None (missing, or not a ``tp``)."""
+        if key in self.values:
+            value = self.values[key]
+        elif key in self.raw:
+            try:
+                value = decode(self.raw[key], tp)
+            except CodecError:
+                return None
+            self.values[key] = value
+        else:
+            return None
+        if not isinstance(value, tp):
+            return None
+        self.types[key] = tp
+        self.used.add(key)
         return value
 
     def put(self, key: str, value: Any) -> None:
-        self.entries[key] = value
+        self.raw.pop(key, None)  # an entry that did not decode is replaced
+        self.values[key] = value
+        self.types[key] = type(value)
         self.used.add(key)
         self.dirty = True
 
     def save(self) -> None:
-        """Write entries used by this load (drops stale ones); never fails the load."""
+        """Write the entries used by this load (drops stale ones); never fails the load."""
         if not self.path:
             return
-        if not self.dirty and len(self.used) == len(self.entries):
+        if not self.dirty and self.used == set(self.raw):
             return
-        keep = {k: v for k, v in self.entries.items() if k in self.used}
+        keep = {k: self.raw[k] if k in self.raw else encode(self.values[k], self.types[k]) for k in self.used}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".plan-")
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump(keep, f, protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(fd, "w") as f:
+                json.dump({"version": CACHE_VERSION, "entries": keep}, f, separators=(",", ":"))
             os.replace(tmp, self.path)
         except OSError:
             pass
