@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from lineage_defs.definitions import paths_from_env, webserver_url_from_env
 from lineage_defs.plan.spec import Project
 
 
 def _folder(arg: str | None) -> Path:
-    return Path(arg or os.environ.get("LINEAGE_PIPELINES_DIR", "pipelines"))
+    return Path(arg or paths_from_env()[0])
 
 
 def _load(folder: Path, use_cache: bool = True) -> Project:
     from lineage_defs.plan.project import load_project
 
-    state = Path(os.environ.get("LINEAGE_STATE_DIR", ".lineage"))
+    state = Path(paths_from_env()[1])
     return load_project(folder, cache_dir=state / "cache" if use_cache else None)
 
 
@@ -27,7 +27,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from lineage_defs.plan.schemas import captured_schemas, column_warnings
 
     project = _load(_folder(args.folder), use_cache=not args.no_cache)
-    state = os.environ.get("LINEAGE_STATE_DIR", ".lineage")
+    state = paths_from_env()[1]
     warnings = [*project.warnings, *column_warnings(project, captured_schemas(state))]
     for warning in warnings:
         print(warning.render(), file=sys.stderr)
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--from", dest="from_", required=True)
     b.add_argument("--to", required=True)
     b.add_argument("--concurrency", type=int, default=None)
-    b.add_argument("--url", default=os.environ.get("DAGSTER_WEBSERVER_URL", "http://127.0.0.1:3000"))
+    b.add_argument("--url", default=webserver_url_from_env(), help="the Dagster webserver (default: $DAGSTER_WEBSERVER_URL or %(default)s)")
     b.set_defaults(fn=cmd_backfill)
     args = p.parse_args(argv)
     return int(args.fn(args))

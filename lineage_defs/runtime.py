@@ -55,7 +55,7 @@ def partition() -> PartitionWindow | None:
 def _settings() -> Any:
     from lineage_defs.run.substrates import RunSettings
 
-    return RunSettings.from_env()
+    return RunSettings.from_env(os.environ)  # what the parent op passed (RunSettings.to_env)
 
 
 def _get_session() -> Any:
@@ -64,9 +64,7 @@ def _get_session() -> Any:
         from lineage_defs.run.substrates import Session
 
         _session = Session(_settings())
-        home = _session.aliases.get("duckdb://warehouse")
-        if home:
-            _session.conn.execute(f'USE "{home}"')
+        _session.use_warehouse()
     return _session
 
 

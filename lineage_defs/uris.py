@@ -109,11 +109,3 @@ def normalize(text: str) -> str:
 
 def key_path(text: str) -> tuple[str, ...]:
     return parse(text).key_path()
-
-
-def from_key_path(parts: tuple[str, ...] | list[str]) -> str:
-    """Inverse of ``key_path`` for keys this package made."""
-    kind, authority, *rest = parts
-    if kind == "s3" and authority == DEFAULT_BUCKET:
-        authority = ""
-    return str(Uri(kind, authority, tuple(p.replace(KEY_PARTITION_TOKEN, PARTITION_TOKEN) for p in rest)))

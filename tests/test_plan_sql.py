@@ -61,7 +61,7 @@ def test_fixture(name: str) -> None:
     expected = {tuple(e) for e in spec["edges"]}
     assert sorted(edges - expected, key=_edge_key) == [], "unexpected edges"
     assert sorted(expected - edges, key=_edge_key) == [], "missing edges"
-    assert list(got.edges) == sorted(got.edges, key=lambda e: _edge_key(list(e.__dict__.values())))
+    assert list(got.edges) == sorted(got.edges, key=lambda e: _edge_key(list(e)))
     assert list(got.needs_schemas) == sorted(spec["needs_schemas"])
     assert len(got.problems) == len(spec["problems"]), got.problems
     for (line, col, text), problem in zip(spec["problems"], got.problems):
@@ -141,7 +141,7 @@ def test_ambiguity_points_at_the_column() -> None:
     assert got.needs_schemas == ("ducklake://main/orders", "ducklake://main/refunds")
     resolved = analyze_sql(body, "duckdb", schemas={"ducklake://main/refunds": ["order_id", "refunded_at"]})
     assert not resolved.problems and not resolved.needs_schemas
-    assert ("ducklake://main/orders", "amount", "amount", "copy") in {tuple(e.__dict__.values()) for e in resolved.edges}
+    assert ("ducklake://main/orders", "amount", "amount", "copy") in {tuple(e) for e in resolved.edges}
 
 
 def test_unknown_substrate_string_is_not_an_asset() -> None:

@@ -312,7 +312,7 @@ def test_consumer_columns_checked_against_captured_schema(tmp_path: Path, instan
     """)
     assert run(defs_for(root, state), instance, [["ducklake", "main", "up"]]).success
     assert captured_schemas(state) == captured_schemas(state) == {"ducklake://main/up": ["id", "name"]}  # second read from the index
-    assert (state / "cache" / "schemas-index.pickle").exists()
+    assert (state / "cache" / "schemas-index.json").exists()
     warnings = column_warnings(load_project(root), captured_schemas(state))
     assert [w.headline() for w in warnings] == [
         "x/down.sql:4:8: warning: ducklake://main/up has no column 'nam' in its last materialization — did you mean 'name'?"

@@ -15,7 +15,6 @@ from pathlib import Path
 import dagster as dg
 
 from lineage_defs.assets.definitions import LineageSettings, build_definitions
-from lineage_defs.assets.resources import LineageResource
 
 
 class LineageDefsComponent(dg.Component, dg.Model, dg.Resolvable):
@@ -30,6 +29,11 @@ class LineageDefsComponent(dg.Component, dg.Model, dg.Resolvable):
         if not root.is_absolute():
             root = context.path / root
         state = Path(self.state_dir) if Path(self.state_dir).is_absolute() else context.project_root / self.state_dir
+        # The same settings path as the code location (connections from the
+        # environment, secrets as EnvVars), with this component's folders.
+        from lineage_defs.definitions import settings_from_env
+
+        _, _, env_resource = settings_from_env()
         settings = LineageSettings(on_invalid=self.on_invalid, state_dir=str(state))
-        resource = LineageResource(pipelines_dir=str(root), state_dir=str(state))
+        resource = env_resource.model_copy(update={"pipelines_dir": str(root), "state_dir": str(state)})
         return build_definitions(root, settings=settings, resource=resource)

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,13 @@ from lineage_defs.run.substrates import RunSettings
 
 def run_settings(resource: Any) -> RunSettings:
     """The run layer's settings from the Dagster resource (same field names)."""
-    values = {f.name: getattr(resource, f.name) for f in dataclasses.fields(RunSettings) if hasattr(resource, f.name)}
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(RunSettings):
+        if hasattr(resource, f.name):
+            v = getattr(resource, f.name)
+            values[f.name] = dict(v) if isinstance(v, Mapping) else v
     values["state_dir"] = os.path.abspath(resource.state_dir)
     values["pipelines_dir"] = os.path.abspath(resource.pipelines_dir)
-    values["postgres_dsns"] = RunSettings.from_env().postgres_dsns
     return RunSettings(**values)
 
 

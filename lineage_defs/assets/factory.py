@@ -24,7 +24,6 @@ from dagster import (
 )
 from dagster._core.definitions.metadata.source_code import CodeReferencesMetadataValue, LocalFileCodeReference
 
-from lineage_defs import uris
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.partitions import partition_mapping, partitions_def
 from lineage_defs.assets.translator import LineageTranslator
@@ -205,8 +204,4 @@ def all_assets(project: Project, translator: LineageTranslator) -> list[AssetsDe
     return assets
 
 
-def uri_of(key: AssetKey) -> str:
-    return uris.from_key_path(list(key.path))
-
-
-__all__: Sequence[str] = ["all_assets", "check_specs", "step_assets", "uri_of"]
+__all__: Sequence[str] = ["all_assets", "check_specs", "step_assets"]

@@ -1,7 +1,8 @@
 """The one Dagster resource: where state lives and how to reach each substrate.
 
-Every field defaults from the environment when the code location is built
-(``lineage_defs.definitions``), never at import.
+``lineage_defs.definitions`` fills it from the environment when the code
+location is built (never at import), passing secrets (DSNs, catalog strings,
+S3 keys) as ``EnvVar``s so the UI shows the variable's name, not its value.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ class LineageResource(ConfigurableResource):
 
     pipelines_dir: str
     state_dir: str = ".lineage"
-    # PostgreSQL DSN for datatable:// assets; per-name override: LINEAGE_PG_DSN_<NAME>.
+    # PostgreSQL DSN for datatable:// assets; per-name override (LINEAGE_PG_DSN_<NAME>) in postgres_dsns.
     postgres_dsn: str | None = None
+    postgres_dsns: dict[str, str] = {}
     # DuckLake catalog: default is a DuckDB file under state_dir/lake.
     ducklake_catalog: str | None = None  # e.g. "postgres:dbname=lake host=..."
     ducklake_data_path: str | None = None  # e.g. "s3://bucket/lake/"
+    # Other lakes (ducklake://<name>): LINEAGE_DUCKLAKE_CATALOG_<NAME> / LINEAGE_DUCKLAKE_DATA_PATH_<NAME>.
+    ducklake_catalogs: dict[str, str] = {}
+    ducklake_data_paths: dict[str, str] = {}
     # S3: default object storage is state_dir/objects.
     s3_endpoint_url: str | None = None
     s3_bucket: str | None = None  # the default bucket for s3:///<key>

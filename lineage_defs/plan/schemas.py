@@ -1,22 +1,41 @@
-"""Consumers' column references checked against the schemas the runtime captured.
+"""The captured-schema store, and consumers' column references checked against it.
 
-After each write the runtime keeps the target's columns in
-``<state>/schemas/``; at load a step that reads a column its upstream no
-longer has gets a warning with ``file:line`` (the upstream may have changed
-since the consumer was written).
+After each write the runtime records the target's columns in
+``<state>/schemas/`` (``record_schema``); at load a step that reads a column
+its upstream no longer has gets a warning with ``file:line`` (the upstream
+may have changed since the consumer was written). Plain JSON files: nothing
+in the state dir is ever unpickled or executed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import pickle
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from lineage_defs.errors import Location, SpecError, did_you_mean
 from lineage_defs.plan.spec import Project, StepSpec
+
+INDEX_VERSION = 1
+
+
+def _write_json(path: Path, data: object) -> None:
+    """Replace ``path`` atomically (readers never see half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def record_schema(state_dir: str | Path, uri: str, schema: Sequence[tuple[str, str]]) -> None:
+    """Keep a target's captured columns where the next load validates consumers against them."""
+    folder = Path(state_dir) / "schemas"
+    _write_json(folder / (hashlib.sha256(uri.encode()).hexdigest()[:24] + ".json"), {"uri": uri, "columns": [list(c) for c in schema]})
 
 
 def captured_schemas(state_dir: str | Path) -> dict[str, list[str]]:
@@ -24,33 +43,28 @@ def captured_schemas(state_dir: str | Path) -> dict[str, list[str]]:
 
     Every run process loads the code location, so the files are read only when
     the folder changed since the last load (the runtime replaces files into
-    it, which moves the folder's mtime); otherwise one index pickle is read.
+    it, which moves the folder's mtime); otherwise one JSON index is read.
     """
     folder = Path(state_dir) / "schemas"
     if not folder.is_dir():
         return {}
     stamp = folder.stat().st_mtime_ns
-    index = Path(state_dir) / "cache" / "schemas-index.pickle"
+    index = Path(state_dir) / "cache" / "schemas-index.json"
     try:
-        with index.open("rb") as f:
-            cached_stamp, cached = pickle.load(f)
-        if cached_stamp == stamp and isinstance(cached, dict):
-            return cached
-    except Exception:  # missing or foreign index: read the files
+        data = json.loads(index.read_text())
+        if data.get("version") == INDEX_VERSION and data.get("stamp") == stamp and isinstance(data.get("schemas"), dict):
+            return {str(k): [str(c) for c in v] for k, v in data["schemas"].items()}
+    except (OSError, ValueError, AttributeError, TypeError):  # missing or foreign index: read the files
         pass
     out: dict[str, list[str]] = {}
     for p in folder.glob("*.json"):
         try:
             data = json.loads(p.read_text())
-            out[data["uri"]] = [c[0] for c in data["columns"]]
+            out[str(data["uri"])] = [str(c[0]) for c in data["columns"]]
         except (OSError, ValueError, KeyError, IndexError, TypeError):
             continue  # a partial or foreign file is not a schema
     try:
-        index.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=index.parent, prefix=".schemas-")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump((stamp, out), f)
-        os.replace(tmp, index)
+        _write_json(index, {"version": INDEX_VERSION, "stamp": stamp, "schemas": out})
     except OSError:
         pass
     return out

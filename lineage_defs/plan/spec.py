@@ -53,9 +53,9 @@ class ColumnEdge:
 
 @dataclass(frozen=True)
 class Statement:
-    sql: str
-    line: int
-    kind: str
+    sql: str  # the statement's text, without its semicolon
+    line: int  # 1-based line in the file where it starts
+    kind: str  # query create create_temp insert merge delete update copy attach detach set drop use macro other invalid
 
 
 class RawEdge(NamedTuple):
@@ -66,9 +66,11 @@ class RawEdge(NamedTuple):
 
 
 class Problem(NamedTuple):
+    """Something sqlglot could not parse or trace (a warning: the engine decides)."""
+
     message: str
-    line: int
-    col: int
+    line: int  # 1-based line in the file
+    col: int  # 1-based, 0 if unknown
     fix: str | None
 
 
@@ -148,15 +150,6 @@ class Project:
     errors: tuple[LineageDefsError, ...] = ()
     warnings: tuple[LineageDefsError, ...] = ()
     invalid_paths: tuple[str, ...] = field(default=())
-
-    def producer(self, uri: str) -> StepSpec | None:
-        for s in self.steps:
-            if uri in s.outputs:
-                return s
-        return None
-
-    def by_uri(self) -> dict[str, StepSpec]:
-        return {u: s for s in self.steps for u in s.outputs}
 
 
 def strategy_of(m: Materialize | None, partitioned: bool) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -24,41 +23,12 @@ from sqlglot.tokens import Token, TokenType
 
 from lineage_defs import uris
 from lineage_defs.plan.column_lineage import COPY, MOD, SCAN, VIRTUAL, Catalog, Feed, QueryLineage, Virtual
+from lineage_defs.plan.spec import Analysis, Problem, RawEdge, Statement
 
 
-@dataclass(frozen=True)
-class Statement:
-    sql: str  # the statement's text, without its semicolon
-    line: int  # 1-based line in the file where it starts
-    kind: str  # query create create_temp insert merge delete update copy attach detach set drop use macro other invalid
-
-
-@dataclass(frozen=True)
-class RawEdge:
-    source_uri: str
-    source_column: str
-    target_column: str | None  # None: a scan edge, pointing at the whole output
-    kind: str  # copy | mod | scan
-
-
-@dataclass(frozen=True)
-class SqlProblem:
-    message: str
-    line: int  # 1-based line in the file
-    col: int  # 1-based, 0 if unknown
-    fix: str | None
-
-
-@dataclass(frozen=True)
-class SqlAnalysis:
-    statements: tuple[Statement, ...]
-    reads: tuple[str, ...]  # asset URIs read, sorted
-    writes: tuple[str, ...]  # asset URIs written by DDL/DML in the body, sorted
-    trailing_select: bool  # the last statement is a query
-    output_columns: tuple[str, ...] | None  # of the trailing query; None when unknown
-    edges: tuple[RawEdge, ...]  # column lineage of the trailing query, sorted
-    needs_schemas: tuple[str, ...]  # upstream URIs whose columns would resolve a `*` or an ambiguous column
-    problems: tuple[SqlProblem, ...]
+# What the analysis returns is the plan's own plain data (cached without sqlglot objects).
+SqlAnalysis = Analysis
+SqlProblem = Problem
 
 
 def analyze_sql(
@@ -109,6 +79,22 @@ def analyze_sql(
         needs_schemas=tuple(sorted(needs)),
         problems=tuple(problems),
     )
+
+
+def split_statements(text: str, dialect: str, body_line: int = 1) -> tuple[Statement, ...]:
+    """The statements of a body with their file lines and kinds, without the read/write/lineage analysis.
+
+    What the run layer needs of a macro library or a custom data test.
+    """
+    statements: list[Statement] = []
+    problems: list[Problem] = []
+    try:
+        _parse(text, dialect, body_line, statements, [], problems)
+    except Exception as exc:
+        problems.append(Problem(str(exc), body_line, 0, None))
+    if problems and not statements:  # not even split (an open quote): the engine reports it
+        return (Statement(text, body_line, "invalid"),)
+    return tuple(statements)
 
 
 def _edges(raw: set[tuple[str, str, str | None, str]]) -> tuple[RawEdge, ...]:

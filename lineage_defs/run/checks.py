@@ -12,6 +12,7 @@ from typing import Any
 
 from lineage_defs.errors import Location, RunError
 from lineage_defs.parse.model import DataTest
+from lineage_defs.run.quoting import ident
 
 MAX_SAMPLES = 20
 
@@ -35,10 +36,6 @@ class CheckFailed(RunError):
         failed = [o for o in outcomes if not o.passed and o.severity == "error"]
         lines = [f"{o.name}: {o.failing} failing ({o.description}); samples: {o.samples[:5]}" for o in failed]
         super().__init__("data tests failed, the slice was rolled back:\n  " + "\n  ".join(lines), Location(path), "fix the data or the test; the previous contents are unchanged")
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _rows(conn: Any, sql: str, params: dict[str, Any] | None = None) -> tuple[int, list[dict[str, Any]]]:
@@ -67,7 +64,7 @@ def evaluate(
     out = []
     for t in tests:
         params: dict[str, Any] = {}
-        col = _q(t.column) if t.column else ""
+        col = ident(t.column) if t.column else ""
         if t.kind == "unique":
             sql = f"SELECT {col}, count(*) AS n FROM {slice_table} WHERE {col} IS NOT NULL GROUP BY {col} HAVING count(*) > 1"
             desc = f"{t.column} is unique"
@@ -80,7 +77,7 @@ def evaluate(
             desc = f"{t.column} in {list(t.values)}"
         elif t.kind == "relationships":
             ref = ref_table(t.ref_uri)
-            sql = f"SELECT s.* FROM {slice_table} s WHERE s.{col} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {ref} r WHERE r.{_q(t.ref_column or '')} = s.{col})"
+            sql = f"SELECT s.* FROM {slice_table} s WHERE s.{col} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {ref} r WHERE r.{ident(t.ref_column or '')} = s.{col})"
             desc = f"{t.column} → {t.ref_uri}.{t.ref_column}"
         elif t.kind == "row_count":
             n = int(conn.execute(f"SELECT count(*) FROM {slice_table}").fetchone()[0])
@@ -112,7 +109,7 @@ def read_custom(pipelines_dir: str, step_path: str, script: str) -> list[Any]:
 def script_statements(path: Path) -> list[Any]:
     """The statements of a DuckDB script after its leading comment block, with file lines."""
     from lineage_defs.parse.header import split_body
-    from lineage_defs.plan.sql import analyze_sql
+    from lineage_defs.plan.sql import split_statements
 
     body, body_line = split_body(path.read_text(), "duckdb")
-    return list(analyze_sql(body, "duckdb", body_line=body_line).statements)
+    return list(split_statements(body, "duckdb", body_line))

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from lineage_defs.errors import Location, RunError
+from lineage_defs.plan.schemas import record_schema
 from lineage_defs.plan.spec import StepSpec
 from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_custom, script_statements
 from lineage_defs.run.compile import Compiled, compile_statement, uses_substrates
 from lineage_defs.run.context import PartitionWindow, resolve_token
+from lineage_defs.run.quoting import ident
 from lineage_defs.run.substrates import RunSettings, Session
 from lineage_defs.run.write.base import WriteRequest, WriteResult
 
@@ -131,9 +133,7 @@ class StepRunner:
             for st in script_statements(Path(self.settings.pipelines_dir) / lib):
                 c = compile_statement(st.sql, "duckdb", None, self.session.object_path, macro=True)
                 self._run(c, Location(lib, st.line), lib)
-        home = self.session.aliases.get("duckdb://warehouse")
-        if home:
-            conn.execute(f'USE "{home}"')  # unqualified names are warehouse tables
+        self.session.use_warehouse()
         # Only scripts that create objects in setup statements need them dropped
         # between partitions (a catalog query per partition otherwise).
         self.needs_reset = any(k not in ("query", "set", "attach", "use") for _, _, k in _statements(self.step)[:-1])
@@ -156,7 +156,7 @@ class StepRunner:
             return
         conn = self.session.conn
         for kind, name in _temp_objects(conn) - self.base_temps:
-            conn.execute(f'DROP {kind} IF EXISTS temp.main."{name}"')
+            conn.execute(f"DROP {kind} IF EXISTS temp.main.{ident(name)}")
 
     # -- one partition ------------------------------------------------------
     def run(self, window: PartitionWindow | None) -> SliceResult:
@@ -277,7 +277,7 @@ class StepRunner:
         result.rows = wr.rows
         result.sql.extend(wr.sql)
         result.checks = outcomes
-        record_schema(self.settings, self.step.uri, wr.schema)
+        record_schema(self.settings.state_dir, self.step.uri, wr.schema)
 
     def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str) -> list[CheckOutcome]:
         def custom(script: str) -> tuple[str, dict[str, Any]]:
@@ -302,22 +302,6 @@ class StepRunner:
         except CheckFailed as e:
             result.checks = e.outcomes
             raise
-
-
-def record_schema(settings: RunSettings, uri: str, schema: list[tuple[str, str]]) -> None:
-    """Keep the captured schema where the next load can validate consumers against it."""
-    import hashlib
-    import json
-    import os
-    import tempfile
-
-    folder = Path(settings.state_dir) / "schemas"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / (hashlib.sha256(uri.encode()).hexdigest()[:24] + ".json")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".schema-")
-    with os.fdopen(fd, "w") as f:
-        json.dump({"uri": uri, "columns": [list(c) for c in schema]}, f)
-    os.replace(tmp, path)
 
 
 def run_windows(settings: RunSettings, step: StepSpec, windows: list[PartitionWindow | None]) -> Iterator[SliceResult]:

@@ -14,16 +14,42 @@ import fcntl
 import os
 import re
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from lineage_defs import uris
 from lineage_defs.errors import Location, RunError
+from lineage_defs.run.quoting import ident, literal
+
+
+# RunSettings field → the environment variable it comes from (one table for
+# reading the code location's environment and for a step subprocess's).
+ENV_VARS = {
+    "state_dir": "LINEAGE_STATE_DIR",
+    "pipelines_dir": "LINEAGE_PIPELINES_DIR",
+    "postgres_dsn": "LINEAGE_PG_DSN",
+    "ducklake_catalog": "LINEAGE_DUCKLAKE_CATALOG",
+    "ducklake_data_path": "LINEAGE_DUCKLAKE_DATA_PATH",
+    "s3_endpoint_url": "LINEAGE_S3_ENDPOINT_URL",
+    "s3_bucket": "LINEAGE_S3_BUCKET",
+    "s3_region": "LINEAGE_S3_REGION",
+    "s3_access_key_id": "AWS_ACCESS_KEY_ID",
+    "s3_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+}
+# Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
+ENV_PREFIXES = {
+    "postgres_dsns": "LINEAGE_PG_DSN_",
+    "ducklake_catalogs": "LINEAGE_DUCKLAKE_CATALOG_",
+    "ducklake_data_paths": "LINEAGE_DUCKLAKE_DATA_PATH_",
+}
+# May hold a password or key: never shown in the UI, logs or errors.
+SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key")
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Connections for a run, resolved from the Dagster resource or the environment."""
+    """Connections for a run, resolved from the Dagster resource or a step's environment."""
 
     state_dir: str
     pipelines_dir: str = "pipelines"
@@ -31,6 +57,8 @@ class RunSettings:
     postgres_dsns: dict[str, str] = field(default_factory=dict)  # per datatable name
     ducklake_catalog: str | None = None  # "postgres:dbname=... host=..." for a PostgreSQL catalog
     ducklake_data_path: str | None = None  # "s3://bucket/prefix/" for S3 data files
+    ducklake_catalogs: dict[str, str] = field(default_factory=dict)  # other lakes: ducklake://<name>
+    ducklake_data_paths: dict[str, str] = field(default_factory=dict)
     s3_endpoint_url: str | None = None
     s3_bucket: str | None = None  # the bucket of s3:///<key> when object storage is S3
     s3_region: str | None = None
@@ -38,39 +66,21 @@ class RunSettings:
     s3_secret_access_key: str | None = None
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> RunSettings:
-        """For step subprocesses: the parent passes everything as LINEAGE_* variables."""
-        e = dict(os.environ if env is None else env)
-        dsns = {k[len("LINEAGE_PG_DSN_"):].lower(): v for k, v in e.items() if k.startswith("LINEAGE_PG_DSN_")}
-        return cls(
-            state_dir=os.path.abspath(e.get("LINEAGE_STATE_DIR", ".lineage")),
-            pipelines_dir=os.path.abspath(e.get("LINEAGE_PIPELINES_DIR", "pipelines")),
-            postgres_dsn=e.get("LINEAGE_PG_DSN"),
-            postgres_dsns=dsns,
-            ducklake_catalog=e.get("LINEAGE_DUCKLAKE_CATALOG"),
-            ducklake_data_path=e.get("LINEAGE_DUCKLAKE_DATA_PATH"),
-            s3_endpoint_url=e.get("LINEAGE_S3_ENDPOINT_URL"),
-            s3_bucket=e.get("LINEAGE_S3_BUCKET"),
-            s3_region=e.get("LINEAGE_S3_REGION"),
-            s3_access_key_id=e.get("AWS_ACCESS_KEY_ID"),
-            s3_secret_access_key=e.get("AWS_SECRET_ACCESS_KEY"),
-        )
+    def from_env(cls, env: Mapping[str, str]) -> RunSettings:
+        """Settings from LINEAGE_* variables (the code location's, or those a step subprocess was given)."""
+        values: dict[str, Any] = {f: env[v] for f, v in ENV_VARS.items() if env.get(v)}
+        for f, prefix in ENV_PREFIXES.items():
+            values[f] = {k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix) and v}
+        values["state_dir"] = os.path.abspath(values.get("state_dir", ".lineage"))
+        values["pipelines_dir"] = os.path.abspath(values.get("pipelines_dir", "pipelines"))
+        return cls(**values)
 
     def to_env(self) -> dict[str, str]:
-        out = {
-            "LINEAGE_STATE_DIR": self.state_dir,
-            "LINEAGE_PIPELINES_DIR": self.pipelines_dir,
-            "LINEAGE_PG_DSN": self.postgres_dsn,
-            "LINEAGE_DUCKLAKE_CATALOG": self.ducklake_catalog,
-            "LINEAGE_DUCKLAKE_DATA_PATH": self.ducklake_data_path,
-            "LINEAGE_S3_ENDPOINT_URL": self.s3_endpoint_url,
-            "LINEAGE_S3_BUCKET": self.s3_bucket,
-            "LINEAGE_S3_REGION": self.s3_region,
-            "AWS_ACCESS_KEY_ID": self.s3_access_key_id,
-            "AWS_SECRET_ACCESS_KEY": self.s3_secret_access_key,
-        }
-        out.update({f"LINEAGE_PG_DSN_{k.upper()}": v for k, v in self.postgres_dsns.items()})
-        return {k: v for k, v in out.items() if v}
+        """The inverse of ``from_env``: what a step subprocess gets."""
+        out = {v: getattr(self, f) for f, v in ENV_VARS.items() if getattr(self, f)}
+        for f, prefix in ENV_PREFIXES.items():
+            out.update({f"{prefix}{k.upper()}": v for k, v in getattr(self, f).items() if v})
+        return out
 
     # -- where things are -------------------------------------------------
     @property
@@ -105,14 +115,6 @@ def extension_directory() -> str:
     import duckdb_ext  # the duckdb-ext-* wheels install into this namespace package
 
     return os.path.join(list(duckdb_ext.__path__)[0], "extensions")
-
-
-def _quote_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
-def _ident(s: str) -> str:
-    return '"' + s.replace('"', '""') + '"'
 
 
 class StateLock:
@@ -193,26 +195,26 @@ class Session:
         s = self.settings
         if kind == "ducklake":
             if name != "main":
-                catalog = os.environ.get(f"LINEAGE_DUCKLAKE_CATALOG_{name.upper()}")
+                catalog = s.ducklake_catalogs.get(name.lower())
                 if not catalog:
                     raise RunError(f"ducklake://{name} is not configured", fix=f"set LINEAGE_DUCKLAKE_CATALOG_{name.upper()} (only 'main' has an embedded default)")
-                data = os.environ.get(f"LINEAGE_DUCKLAKE_DATA_PATH_{name.upper()}")
+                data = s.ducklake_data_paths.get(name.lower())
             else:
                 catalog = s.ducklake_catalog or str(s.state / "lake" / "metadata.ducklake")
                 data = s.ducklake_data_path or str(s.state / "lake" / "data") + "/"
             if not s.ducklake_catalog or name != "main":
                 (s.state / "lake" / "data").mkdir(parents=True, exist_ok=True)
-            opts = f" (DATA_PATH {_quote_str(data)})" if data else ""
+            opts = f" (DATA_PATH {literal(data)})" if data else ""
             if data and data.startswith("s3://"):
                 self.configure_s3()
-            return f"ATTACH {_quote_str('ducklake:' + catalog)} AS {_ident(alias)}{opts}"
+            return f"ATTACH {literal('ducklake:' + catalog)} AS {ident(alias)}{opts}"
         if kind == "duckdb":
             path = s.state / f"{name}.duckdb"
             path.parent.mkdir(parents=True, exist_ok=True)
-            return f"ATTACH {_quote_str(str(path))} AS {_ident(alias)}"
+            return f"ATTACH {literal(str(path))} AS {ident(alias)}"
         if kind == "datatable":
             self.conn.execute("LOAD postgres")
-            return f"ATTACH {_quote_str(s.dsn(name))} AS {_ident(alias)} (TYPE postgres)"
+            return f"ATTACH {literal(s.dsn(name))} AS {ident(alias)} (TYPE postgres)"
         raise RunError(f"cannot ATTACH '{substrate}'", fix="attach ducklake://<lake>, duckdb://<db> or datatable://<name>")
 
     def attach(self, substrate: str, alias: str) -> str:
@@ -226,6 +228,12 @@ class Session:
         self.conn.execute(self.attach_sql(substrate, alias))
         self.aliases[substrate] = alias
         return alias
+
+    def use_warehouse(self) -> None:
+        """Unqualified names are warehouse tables, as in SQL steps."""
+        home = self.aliases.get("duckdb://warehouse")
+        if home:
+            self.conn.execute(f"USE {ident(home)}")
 
     def alias_for(self, uri: str) -> str:
         """The catalog alias holding an asset URI's table, attaching it if needed."""
@@ -242,9 +250,9 @@ class Session:
         alias = self.alias_for(uri)
         if u.kind == "datatable":
             schema, table = (u.path[0], u.path[1]) if len(u.path) == 2 else ("public", u.path[-1])
-            return f"{_ident(alias)}.{_ident(schema)}.{_ident(table)}"
+            return f"{ident(alias)}.{ident(schema)}.{ident(table)}"
         schema, _, table = u.table.rpartition(".")
-        return f"{_ident(alias)}.{_ident(schema or 'main')}.{_ident(table)}"
+        return f"{ident(alias)}.{ident(schema or 'main')}.{ident(table)}"
 
     def configure_s3(self) -> None:
         """Point DuckDB's httpfs at the configured endpoint (once per connection)."""
@@ -254,14 +262,14 @@ class Session:
         self.conn.execute("LOAD httpfs")
         parts = ["TYPE s3"]
         if s.s3_access_key_id:
-            parts += [f"KEY_ID {_quote_str(s.s3_access_key_id)}", f"SECRET {_quote_str(s.s3_secret_access_key or '')}"]
+            parts += [f"KEY_ID {literal(s.s3_access_key_id)}", f"SECRET {literal(s.s3_secret_access_key or '')}"]
         if s.s3_region:
-            parts.append(f"REGION {_quote_str(s.s3_region)}")
+            parts.append(f"REGION {literal(s.s3_region)}")
         if s.s3_endpoint_url:
             endpoint = s.s3_endpoint_url
             use_ssl = endpoint.startswith("https://")
             endpoint = endpoint.split("://", 1)[-1].rstrip("/")
-            parts += [f"ENDPOINT {_quote_str(endpoint)}", "URL_STYLE 'path'", f"USE_SSL {'true' if use_ssl else 'false'}"]
+            parts += [f"ENDPOINT {literal(endpoint)}", "URL_STYLE 'path'", f"USE_SSL {'true' if use_ssl else 'false'}"]
         self.conn.execute(f"CREATE OR REPLACE SECRET lineage_s3 ({', '.join(parts)})")
         self._s3_ready = True
 
@@ -278,7 +286,7 @@ class Session:
         """The DuckLake snapshot id of a lake alias, None for other catalogs."""
         if not any(a == alias and s.startswith("ducklake://") for s, a in self.aliases.items()):
             return None
-        row = self.conn.execute(f"SELECT id FROM ducklake_current_snapshot({_quote_str(alias)})").fetchone()
+        row = self.conn.execute(f"SELECT id FROM ducklake_current_snapshot({literal(alias)})").fetchone()
         return int(row[0]) if row and row[0] is not None else None
 
     def execute(self, sql: str, params: dict[str, Any] | None = None, where: Location | None = None) -> Any:

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lineage_defs.errors import RunError, did_you_mean
+from lineage_defs.run.quoting import ident
 from lineage_defs.run.write.base import PARTITION_COLUMN, SchemaChange, WriteRequest, WriteResult
 
 if TYPE_CHECKING:
@@ -37,11 +38,6 @@ class Strategy(Protocol):
     def create(self, ctx: WriteContext) -> None: ...
 
     def apply(self, ctx: WriteContext) -> None: ...
-
-
-def ident(name: str) -> str:
-    """A double-quoted identifier (DuckDB and PostgreSQL quote the same way)."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def split_qualified(name: str) -> tuple[str, ...]:

@@ -1,0 +1,78 @@
+"""One script → its header, errors and body analysis, cached by content hash.
+
+The body analysis (reads, writes, column lineage) is sqlglot's for SQL and
+URI constants for Python and Bash; a warm load takes it from the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lineage_defs import uris
+from lineage_defs.errors import AnnotationError, Location
+from lineage_defs.parse import Header, language_of, parse_header
+from lineage_defs.parse.header import split_body
+from lineage_defs.plan.cache import PlanCache, content_hash
+from lineage_defs.plan.refs import bash_uris, python_uris
+from lineage_defs.plan.spec import Analysis
+
+
+@dataclass(frozen=True)
+class FileResult:
+    header: Header
+    errors: tuple[AnnotationError, ...]
+    analysis: Analysis | None
+    text_lines: tuple[str, ...]  # the header's lines, for error carets in cross-file checks
+    key: str = ""  # content hash
+
+    def loc(self, line: int, needle: str = "") -> Location:
+        """``line`` of this file, the caret under ``needle`` when the line holds it."""
+        text = self.text_lines[line - 1] if 0 < line <= len(self.text_lines) else ""
+        col = text.find(needle) + 1 if needle and needle in text else 1
+        return Location(self.header.path, line, col, text, len(needle) if needle and needle in text else 1)
+
+
+def analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str, Sequence[str]] | None = None) -> Analysis:
+    if header.language in ("duckdb", "postgres"):
+        from lineage_defs.plan.sql import analyze_sql
+
+        return analyze_sql(body, header.language, body_line=header.body_line, pg_connection=pg_connection, schemas=schemas)
+    if header.language == "python":
+        return Analysis(reads=python_uris(body))
+    return Analysis(reads=bash_uris(body))
+
+
+def pg_connection(header: Header) -> str:
+    """The PostgreSQL connection a .pg.sql body's unqualified tables live in."""
+    m = header.materialize
+    if m and m.uri.startswith("datatable://"):
+        return uris.parse(m.uri).authority
+    return "default"
+
+
+def load_file(root: Path, path: Path, cache: PlanCache) -> FileResult:
+    """Parse (or take from the cache) one script under ``root``."""
+    rel = path.relative_to(root).as_posix()
+    text = path.read_text(encoding="utf-8", errors="replace")
+    key = content_hash(rel, text)
+    hit = cache.get(key, FileResult)
+    if hit is None:
+        language = language_of(path.name) or "duckdb"
+        header, errs = parse_header(rel, text, language)
+        analysis = analyze(header, split_body(text, header.language)[0], pg_connection(header)) if header.is_step else None
+        hit = FileResult(header, tuple(errs), analysis, tuple(text.splitlines()[: header.body_line]), key)
+        cache.put(key, hit)
+    return hit
+
+
+def with_schemas(root: Path, fr: FileResult, known: Mapping[str, Sequence[str]], cache: PlanCache) -> FileResult:
+    """The file analysed again knowing upstream columns (for `*` and ambiguous names), cached."""
+    key = content_hash("schemas", fr.key, repr(sorted((k, tuple(v)) for k, v in known.items())))
+    hit = cache.get(key, Analysis)
+    if hit is None:
+        text = (root / fr.header.path).read_text(encoding="utf-8", errors="replace")
+        hit = analyze(fr.header, split_body(text, fr.header.language)[0], pg_connection(fr.header), known)
+        cache.put(key, hit)
+    return FileResult(fr.header, fr.errors, hit, fr.text_lines, fr.key)

@@ -1,0 +1,144 @@
+"""Step assembly: one script's header and analysis, resolved against the graph, → a ``StepSpec``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from lineage_defs.errors import AnnotationError, LineageDefsError, Location, SpecError
+from lineage_defs.plan.cache import content_hash
+from lineage_defs.plan.files import FileResult
+from lineage_defs.plan.spec import Analysis, ColumnEdge, Dep, StepSpec, strategy_of
+
+
+def op_name(pipeline: str, rel: str, names: set[str]) -> str:
+    stem = rel.split("/", 1)[1] if "/" in rel else rel
+    for suffix in (".pg.sql", ".sql", ".py", ".sh"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    base = re.sub(r"[^A-Za-z0-9_]", "_", f"{pipeline}__{stem}")
+    if base[0].isdigit():
+        base = "_" + base
+    name, i = base, 2
+    while name in names:
+        name, i = f"{base}_{i}", i + 1
+    names.add(name)
+    return name
+
+
+def build_step(
+    rel: str,
+    fr: FileResult,
+    outs: tuple[str, ...],
+    pipeline: str,
+    names: set[str],
+    resolve: Callable[[str], str],
+    files: Mapping[str, FileResult],
+    errors: list[LineageDefsError],
+    warnings: list[LineageDefsError],
+    producer: Mapping[str, str],
+    pipeline_macros: Sequence[str],
+) -> StepSpec:
+    h = fr.header
+    a = fr.analysis or Analysis()
+    res = resolve
+    # reads: explicit `on` first (wins, carries debounce), then inferred; `mute` removes inferred ones
+    deps: dict[str, Dep] = {}
+    for u in h.upstreams:
+        uri = res(u.uri)
+        deps[uri] = Dep(uri, True, u.debounce, u.at.line)
+    inferred = a.reads
+    mutes = {res(m) for m in h.mutes}
+    for raw in inferred:
+        uri = res(raw)
+        if uri in outs or uri in deps or h.mute_all or uri in mutes:
+            continue
+        deps[uri] = Dep(uri, False)
+    for t in h.tests:  # relationships: the referenced producer runs first
+        if t.kind == "relationships" and t.ref_uri and t.ref_uri not in outs and t.ref_uri not in deps and t.ref_uri in producer:
+            deps[t.ref_uri] = Dep(t.ref_uri, False)
+
+    # managed SQL needs a trailing SELECT for the runtime to write
+    m = h.materialize
+    if m and not m.manual and h.language in ("duckdb", "postgres") and not a.trailing_select:
+        errors.append(AnnotationError("a managed 'materialize' needs the script to end with a SELECT", m.at, f"end the script with the SELECT to write, or write 'materialize manual {m.uri}' if the script writes it itself"))
+    # What sqlglot cannot parse or trace may still be valid DuckDB/PostgreSQL:
+    # the engine has the last word at run time, so these are warnings that the
+    # inferred reads and lineage of that statement are incomplete.
+    for sp in a.problems:
+        warnings.append(SpecError(sp.message, Location(rel, sp.line, sp.col), sp.fix, severity="warning"))
+
+    # column lineage: inferred, then declared `column` lines win per output column
+    edges: list[ColumnEdge] = []
+    declared = {c.output for c in h.columns}
+    for e in a.edges:
+        if e.target_column in declared:
+            continue
+        src_uri = res(e.source_uri)
+        target = outs[0] if e.target_column is None else f"{outs[0]}.{e.target_column}"
+        edges.append(ColumnEdge(f"{src_uri}.{e.source_column}", target, e.kind))
+    for c in h.columns:
+        kind = "copy" if len(c.sources) == 1 and c.sources[0].column == c.output else "mod"
+        for src in c.sources:
+            edges.append(ColumnEdge(f"{res(src.uri)}.{src.column}", f"{outs[0]}.{c.output}", kind))
+    out_cols = a.output_columns
+    if out_cols is None and h.columns:
+        out_cols = tuple(c.output for c in h.columns)
+
+    # macro libraries: the pipeline's own, then `use` targets
+    folder = rel.rsplit("/", 1)[0]
+    uses: list[str] = list(pipeline_macros)
+    for use in h.uses:
+        found = find(rel, use, files)
+        line = next((i + 1 for i, t in enumerate(fr.text_lines) if re.search(r"\buse\s+" + re.escape(use), t)), 1)
+        if found is None:
+            errors.append(AnnotationError(f"'use {use}': no such script", fr.loc(line, use), f"the path is relative to {folder}/ or the pipelines folder"))
+        elif not files[found].header.is_macros:
+            errors.append(AnnotationError(f"'use {use}': that script is not a macros library", fr.loc(line, use), f"add '-- macros' to {found}"))
+        elif found not in uses:
+            uses.append(found)
+    for t in h.tests:
+        if t.kind == "custom" and t.script and find(rel, t.script, files, any_file=True) is None and t.at:
+            errors.append(AnnotationError(f"data_test script '{t.script}' not found", t.at, f"the path is relative to {folder}/ or the pipelines folder"))
+
+    statements = a.statements
+    return StepSpec(
+        name=op_name(pipeline, rel, names),
+        pipeline=pipeline,
+        path=rel,
+        language=h.language,
+        description=h.description,
+        outputs=outs,
+        materialize=m,
+        strategy=strategy_of(m, h.partitioned is not None) if m else "manual",
+        deps=tuple(deps.values()),
+        partitioning=h.partitioned,
+        trigger=h.trigger,
+        debounce=h.debounce,
+        schedules=h.schedules,
+        kafka=h.kafka,
+        webhooks=h.webhooks,
+        tests=h.tests,
+        column_edges=tuple(dict.fromkeys(edges)),
+        output_columns=tuple(out_cols) if out_cols is not None else None,
+        statements=statements,
+        uses=tuple(uses),
+        freshness=h.freshness,
+        retry=h.retry,
+        tags=h.tags,
+        owners=h.owners,
+        pool=h.pool,
+        body_line=h.body_line,
+        content_hash=content_hash(rel, "\n".join(fr.text_lines)),
+    )
+
+
+def find(rel: str, target: str, files: Mapping[str, FileResult], any_file: bool = False) -> str | None:
+    folder = rel.rsplit("/", 1)[0]
+    for cand in (f"{folder}/{target}", target):
+        norm = Path(cand).as_posix()
+        if norm in files:
+            return norm
+    return None
