@@ -75,12 +75,122 @@ def partition_range(keys: list[str], first: str, last: str) -> list[str]:
     return keys[i : j + 1]
 
 
-def launch_backfill(asset: str, first: str, last: str, concurrency: int | None, url: str) -> int:
+_POOL_LIMIT = """
+query PoolLimit($pool: String!) { instance { concurrencyLimit(concurrencyKey: $pool) { limit usingDefaultLimit } } }
+"""
+
+_DELETE_LIMIT = """
+mutation Unlimit($pool: String!) { deleteConcurrencyLimit(concurrencyKey: $pool) }
+"""
+
+_STATUS = """
+query Status($id: String!, $key: AssetKeyInput!, $partitions: [String!]) {
+  partitionBackfillOrError(backfillId: $id) {
+    __typename
+    ... on PartitionBackfill { status runs(limit: 100000) { runId status tags { key value } } }
+    ... on PythonError { message }
+    ... on BackfillNotFoundError { message }
+  }
+  assetNodeOrError(assetKey: $key) {
+    __typename
+    ... on AssetNode { latestMaterializationByPartition(partitions: $partitions) { partition runId } }
+  }
+}
+"""
+
+ENDED = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
+_RUN_FAILED = {"FAILURE", "CANCELED", "CANCELING"}
+_RUN_ACTIVE = {"STARTING", "STARTED"}
+GLYPHS = {"done": "█", "running": "▒", "queued": "·", "waiting": " ", "failed": "x"}
+
+
+def run_partitions(tags: dict[str, str], names: list[str]) -> list[str]:
+    """The partitions one run of the backfill builds: its partition tag, or its range.
+
+    >>> run_partitions({"dagster/asset_partition_range_start": "b", "dagster/asset_partition_range_end": "c"}, ["a", "b", "c", "d"])
+    ['b', 'c']
+    """
+    if "dagster/partition" in tags:
+        return [tags["dagster/partition"]]
+    start, end = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
+    if start in names and end in names:
+        return names[names.index(start) : names.index(end) + 1]
+    return []
+
+
+def partition_states(names: list[str], runs: list[dict[str, Any]], latest_run: dict[str, str]) -> dict[str, str]:
+    """done | failed | running | queued | waiting for each partition of a backfill.
+
+    A partition is done when its latest materialization came from a run of the
+    backfill (a range run that failed midway still materialized its committed
+    partitions); otherwise the runs that target it say how far it got.
+    """
+    ours = {r["runId"] for r in runs}
+    states = {p: "done" if latest_run.get(p) in ours else "waiting" for p in names}
+    rank = {"waiting": 0, "queued": 1, "failed": 2, "running": 3}
+    for r in runs:
+        tags = {t["key"]: t["value"] for t in r.get("tags", [])}
+        state = "failed" if r["status"] in _RUN_FAILED else "running" if r["status"] in _RUN_ACTIVE else None
+        if state is None and r["status"] == "SUCCESS":
+            continue  # its partitions are done (or were not ours to build)
+        state = state or "queued"
+        for p in run_partitions(tags, names):
+            if states.get(p) not in (None, "done") and rank[state] >= rank[states[p]]:
+                states[p] = state
+    return states
+
+
+def render(names: list[str], states: dict[str, str], width: int = 60) -> str:
+    """One cell per partition (or per group of partitions past ``width``), then the counts."""
+    cells = [states[p] for p in names]
+    if len(cells) > width:  # a group shows its least finished member
+        order = ["failed", "waiting", "queued", "running", "done"]
+        size = -(-len(cells) // width)
+        cells = [min(cells[i : i + size], key=order.index) for i in range(0, len(cells), size)]
+    counts = {k: sum(1 for p in names if states[p] == k) for k in GLYPHS}
+    parts = [f"{counts['done']}/{len(names)} materialized"]
+    parts += [f"{counts[k]} {k}" for k in ("running", "queued", "failed") if counts[k]]
+    return f"[{''.join(GLYPHS[c] for c in cells)}] " + ", ".join(parts)
+
+
+def wait_for_backfill(url: str, backfill_id: str, key: list[str], names: list[str], poll: float = 1.0, out: Any = None) -> int:
+    """Show progress until the backfill ends; 0 when every partition is materialized, else 1."""
+    import time
+
+    out = out or sys.stderr
+    tty = hasattr(out, "isatty") and out.isatty()
+    shown = ""
+    while True:
+        data = graphql(url, _STATUS, {"id": backfill_id, "key": {"path": key}, "partitions": names})
+        backfill = data["partitionBackfillOrError"]
+        if backfill["__typename"] != "PartitionBackfill":
+            print(f"lineage-defs backfill: {backfill.get('message', backfill['__typename'])}", file=sys.stderr)
+            return 1
+        node = data["assetNodeOrError"]
+        latest = {e["partition"]: e["runId"] for e in (node.get("latestMaterializationByPartition") or []) if e} if node["__typename"] == "AssetNode" else {}
+        states = partition_states(names, backfill["runs"], latest)
+        line = render(names, states)
+        ended = backfill["status"] in ENDED and not any(s in ("running", "queued") for s in states.values())
+        if line != shown or ended:
+            print(("\r" if tty else "") + line + ("" if tty and not ended else "\n"), end="", file=out, flush=True)
+            shown = line
+        if ended:
+            failed = [p for p in names if states[p] != "done"]
+            if failed:
+                print(f"backfill {backfill_id} ended {backfill['status']}: not materialized: {', '.join(failed)}", file=out)
+                return 1
+            print(f"backfill {backfill_id}: all {len(names)} partitions materialized", file=out)
+            return 0
+        time.sleep(poll)
+
+
+def launch_backfill(asset: str, first: str, last: str, concurrency: int | None, url: str, wait: bool = False) -> int:
     try:
         key = list(uris.key_path(asset))
     except uris.UriError as e:
         print(f"lineage-defs backfill: {e.message} — {e.fix}", file=sys.stderr)
         return 2
+    restore: list[tuple[str, int | None]] = []  # pools whose limit this backfill changed, with the limit before
     try:
         node = graphql(url, _PARTITIONS, {"key": {"path": key}})["assetNodeOrError"]
         if node["__typename"] != "AssetNode":
@@ -93,19 +203,40 @@ def launch_backfill(asset: str, first: str, last: str, concurrency: int | None, 
         names = partition_range(dims[0]["partitionKeys"], first, last)
         params: dict[str, Any] = {"assetSelection": [{"path": key}], "partitionNames": names, "fromFailure": False}
         if concurrency:
-            # Dagster caps parallel runs of a step through its pool: set that pool's limit.
+            # Dagster caps parallel runs of a step through its pool, an instance-wide
+            # limit: set it for this backfill, wait for the backfill, then put it back.
             pools = node.get("pools") or []
             if not pools:
                 print(f"lineage-defs backfill: --concurrency needs a pool: add '-- pool <name>' to the step that builds {asset}", file=sys.stderr)
                 return 2
             for pool in pools:
+                info = graphql(url, _POOL_LIMIT, {"pool": pool})["instance"]["concurrencyLimit"]
+                restore.append((pool, None if info["usingDefaultLimit"] else info["limit"]))
                 graphql(url, _LIMIT, {"pool": pool, "limit": concurrency})
+                before = "the default" if restore[-1][1] is None else restore[-1][1]
+                print(f"pool {pool}: limit {concurrency} for this backfill (was {before}; restored when it ends)", file=sys.stderr)
+            wait = True
         result = graphql(url, _LAUNCH, {"params": params})["launchPartitionBackfill"]
+        if result["__typename"] != "LaunchBackfillSuccess":
+            print(f"lineage-defs backfill: {result['__typename']}: {result.get('message', result)}", file=sys.stderr)
+            return 1
+        print(f"backfill {result['backfillId']}: {len(names)} partitions of {asset} ({names[0]} … {names[-1]})", flush=True)
+        if wait:
+            return wait_for_backfill(url, result["backfillId"], key, names)
+        return 0
     except (urllib.error.URLError, RuntimeError, ValueError) as e:
         print(f"lineage-defs backfill: {e}", file=sys.stderr)
         return 1
-    if result["__typename"] != "LaunchBackfillSuccess":
-        print(f"lineage-defs backfill: {result['__typename']}: {result.get('message', result)}", file=sys.stderr)
-        return 1
-    print(f"backfill {result['backfillId']}: {len(names)} partitions of {asset} ({names[0]} … {names[-1]})")
-    return 0
+    except KeyboardInterrupt:
+        print("\nlineage-defs backfill: stopped waiting; the backfill goes on", file=sys.stderr)
+        return 130
+    finally:
+        for pool, limit in restore:
+            try:
+                if limit is None:
+                    graphql(url, _DELETE_LIMIT, {"pool": pool})
+                else:
+                    graphql(url, _LIMIT, {"pool": pool, "limit": limit})
+                print(f"pool {pool}: limit restored to {'the default' if limit is None else limit}", file=sys.stderr)
+            except (urllib.error.URLError, RuntimeError) as e:
+                print(f"lineage-defs backfill: could not restore pool {pool}'s limit ({e}); set it with: dagster instance concurrency set {pool} <n>", file=sys.stderr)

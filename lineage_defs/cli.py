@@ -140,7 +140,7 @@ def cmd_new(args: argparse.Namespace) -> int:
 def cmd_backfill(args: argparse.Namespace) -> int:
     from lineage_defs.backfill import launch_backfill
 
-    return launch_backfill(args.asset, args.from_, args.to, args.concurrency, args.url)
+    return launch_backfill(args.asset, args.from_, args.to, args.concurrency, args.url, args.wait)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("asset", help="asset URI, e.g. ducklake://main/orders")
     b.add_argument("--from", dest="from_", required=True)
     b.add_argument("--to", required=True)
-    b.add_argument("--concurrency", type=int, default=None)
+    b.add_argument("--concurrency", type=int, default=None, help="cap parallel runs of the step's pool for this backfill (waits, then restores the limit)")
+    b.add_argument("--wait", action="store_true", help="show each partition's progress until the backfill ends; exit 1 if any failed")
     b.add_argument("--url", default=webserver_url_from_env(), help="the Dagster webserver (default: $DAGSTER_WEBSERVER_URL or %(default)s)")
     b.set_defaults(fn=cmd_backfill)
     args = p.parse_args(argv)

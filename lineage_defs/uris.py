@@ -5,7 +5,7 @@ Pure: knows nothing of Dagster. ``AssetKey(list(key_path(uri)))`` is the key.
 >>> normalize("ducklake:///orders")
 'ducklake://main/orders'
 >>> key_path("s3:///raw/{partition}.json")
-('s3', '_default', 'raw', '__partition__.json')
+('s3', '_default', 'raw', 'raw.__partition__.json')
 """
 
 from __future__ import annotations
@@ -50,8 +50,17 @@ class Uri:
         return self.path[-1]
 
     def key_path(self) -> tuple[str, ...]:
-        authority = self.authority or DEFAULT_BUCKET
-        return (self.kind, authority, *(p.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN) for p in self.path))
+        """The asset key's parts. A part holding ``{partition}`` is prefixed with the part before it
+        (``raw/orders/{partition}.csv`` → ``…, "orders", "orders.__partition__.csv"``): the UI labels a
+        node with the key's last part, and ``__partition__.csv`` alone would name every daily drop.
+        Still one-to-one: such parts always carry exactly one prefix, the part before them.
+        """
+        parts = [self.authority or DEFAULT_BUCKET, *self.path]
+        out = [self.kind, parts[0]]
+        for prev, part in zip(parts, parts[1:]):
+            key = part.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)
+            out.append(f"{prev.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)}.{key}" if PARTITION_TOKEN in part else key)
+        return tuple(out)
 
     @property
     def is_parquet(self) -> bool:
@@ -94,6 +103,8 @@ def parse(text: str) -> Uri:
     if any(c.isspace() for c in text):
         raise UriError(f"'{text}' contains whitespace", "quote nothing inside a URI; remove the spaces")
     for part in (authority, *parts):
+        if part in (".", ".."):
+            raise UriError(f"'{text}' contains a '{part}' path segment", "write the object's path without '.' or '..' segments")
         if KEY_PARTITION_TOKEN in part:
             raise UriError(f"'{KEY_PARTITION_TOKEN}' is reserved in URIs", f"write {PARTITION_TOKEN} for the partition")
         rest = part.replace(PARTITION_TOKEN, "")

@@ -57,3 +57,20 @@ def test_component_resolves_relative_paths(tmp_path: Path, monkeypatch: pytest.M
             assert _keys(defs) == expected
         assert (sandbox.project_root / ".lineage" / "cache").is_dir()  # relative to the project root
     assert not (tmp_path / "unused").exists()
+
+
+def test_component_takes_connections_from_the_same_settings_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LINEAGE_PG_DSN", "host=db password=hunter2")
+    monkeypatch.setenv("LINEAGE_S3_BUCKET", "my-bucket")
+    with warnings.catch_warnings(), create_defs_folder_sandbox() as sandbox:
+        warnings.simplefilter("ignore")
+        path = sandbox.scaffold_component(
+            LineageDefsComponent,
+            defs_path="lineage",
+            defs_yaml_contents={"type": TYPE, "attributes": {"pipelines_dir": str(EXAMPLE), "state_dir": str(tmp_path)}},
+        )
+        with sandbox.load_component_and_build_defs(defs_path=path) as (_, defs):
+            resource = defs.resources["lineage"]
+            assert resource.postgres_dsn == "LINEAGE_PG_DSN"  # an EnvVar, resolved in the run process
+            assert resource.s3_bucket == "my-bucket"
+            assert resource.state_dir == str(tmp_path) and resource.pipelines_dir == str(EXAMPLE)

@@ -519,3 +519,30 @@ def test_backfill_cli_launches_on_the_running_instance(dev: DagsterDev) -> None:
     nopool = subprocess.run([sys.executable, "-m", "lineage_defs.cli", "backfill", "ducklake://main/orders", "--url", dev.url,
                              "--from", "2025-02-01", "--to", "2025-02-02", "--concurrency", "2"], capture_output=True, text=True, timeout=120)
     assert nopool.returncode == 2 and "needs a pool" in nopool.stderr
+
+
+@pytest.mark.slow
+def test_backfill_cli_waits_shows_progress_and_restores_the_pool_limit(dev: DagsterDev) -> None:
+    """`--concurrency` sets the pool's limit for this backfill only; `--wait` follows each partition to the end."""
+    import subprocess
+    import sys
+
+    limit = "query L { instance { concurrencyLimit(concurrencyKey: \"ingest\") { limit usingDefaultLimit } } }"
+    assert dev.graphql(limit, {})["instance"]["concurrencyLimit"]["usingDefaultLimit"] is True
+    cli = [sys.executable, "-m", "lineage_defs.cli", "backfill", "--url", dev.url]
+    # both at once: each waits on the backfill daemon's 30 s cycle
+    ok_proc = subprocess.Popen([*cli, "s3:///raw/events/{partition}.csv", "--from", "2025-03-01", "--to", "2025-03-02", "--concurrency", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # no raw export for that day yet: the partition fails, the command says which and exits 1
+    bad_proc = subprocess.Popen([*cli, ORDERS, "--from", "2025-03-05", "--to", "2025-03-05", "--wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ok_out, ok_err = ok_proc.communicate(timeout=300)
+    bad_out, bad_err = bad_proc.communicate(timeout=300)
+
+    assert ok_proc.returncode == 0, ok_out + ok_err
+    assert "pool ingest: limit 1 for this backfill (was the default" in ok_err
+    assert "[██] 2/2 materialized" in ok_err and "all 2 partitions materialized" in ok_err
+    assert "pool ingest: limit restored to the default" in ok_err
+    assert dev.graphql(limit, {})["instance"]["concurrencyLimit"]["usingDefaultLimit"] is True
+
+    assert bad_proc.returncode == 1, bad_out + bad_err
+    assert "[x] 0/1 materialized, 1 failed" in bad_err and "not materialized: 2025-03-05" in bad_err

@@ -91,7 +91,7 @@ def test_changing_one_file_reparses_only_that_file(pipelines: Path, tmp_path: Pa
     [
         b"",
         b"not json at all",
-        b'{"version": "plan-v3", "entries": {"k"',
+        b'{"version": "plan-v4", "entries": {"k"',
         b'["a", "list"]',
         b"null",
         pickle.dumps({"k": 1}),

@@ -47,3 +47,61 @@ def test_star_over_scd2_view_and_partitioned_target_includes_managed_columns(tmp
         for c in ("id", "name", "valid_from", "valid_to", "is_current")
     }
     assert steps["ducklake://main/all_days"].output_columns == ("a", "_partition")
+
+
+def test_uris_built_at_run_time_match_templated_assets_or_nothing(tmp_path: Path) -> None:
+    write(tmp_path, "x/raw.sh", """
+        # pipeline
+        # partitioned dynamic key="$.day"
+        # materialize manual s3:///raw/orders/{partition}.csv
+        echo
+    """)
+    write(tmp_path, "x/report.py", """
+        # pipeline
+        # partitioned dynamic key="$.day"
+        # materialize manual s3:///reports/x_{partition}.json
+        from lineage_defs import runtime
+        key = runtime.partition().key
+        src = open(runtime.path(f"s3:///raw/orders/{key}.csv")).read()
+        other = runtime.path("s3:///unrelated/" + key)
+        with open(runtime.path(f"s3:///reports/x_{key}.json"), "w") as f:
+            f.write(src)
+    """)
+    project = load_project(tmp_path)
+    assert not project.errors
+    report = next(s for s in project.steps if s.path == "x/report.py")
+    assert [d.uri for d in report.deps] == ["s3:///raw/orders/{partition}.csv"]
+    # no phantom asset from an f-string's literal prefix
+    assert project.externals == ()
+
+
+def test_steps_directly_in_the_pipelines_folder_are_located_errors(tmp_path: Path) -> None:
+    write(tmp_path, "orders.sql", """
+        -- Orders.
+        -- pipeline
+        -- materialize ducklake://main/orders
+        SELECT 1 AS id
+    """)
+    write(tmp_path, "notes.sql", "SELECT 1\n")  # not a step: no complaint
+    project = load_project(tmp_path)
+    (err,) = project.errors
+    assert (err.path, err.line, err.col) == ("orders.sql", 2, 4)
+    assert "belongs in a pipeline sub-folder" in err.message and "shop/orders.sql" in (err.fix or "")
+    assert project.steps == ()
+
+
+def test_a_folder_with_no_step_is_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "empty_pipeline").mkdir()
+    write(tmp_path, "real/a.sql", """
+        -- pipeline
+        -- materialize ducklake://main/a
+        SELECT 1 AS id
+    """)
+    project = load_project(tmp_path)
+    assert not project.errors
+    assert [(w.path, w.message) for w in project.warnings] == [("empty_pipeline", "this pipeline folder holds no step")]
+
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    project = load_project(nothing)
+    assert [w.message for w in project.warnings] == ["the pipelines folder holds no step"]

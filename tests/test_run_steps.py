@@ -187,6 +187,8 @@ def test_python_and_bash_steps_through_pipes(tmp_path: Path, instance: Any) -> N
         from lineage_defs import runtime
 
         p = runtime.partition()
+        key, start, end = runtime.partition()  # unpacks as well (SPEC section 4)
+        assert (key, start, end) == (p.key, p.start, p.end) and key == "2025-01-02"
         con = runtime.connect()
         df = con.execute("SELECT id, day, ? AS start FROM read_csv(?)", [p.start.isoformat(), runtime.path("s3:///raw/{partition}.csv")]).df()
         runtime.report(note="hello from python")
@@ -200,7 +202,10 @@ def test_python_and_bash_steps_through_pipes(tmp_path: Path, instance: Any) -> N
     loaded = mats[("ducklake", "main", "loaded")]
     assert loaded.metadata["dagster/row_count"].value == 2
     assert loaded.metadata["note"].value == "hello from python"
-    assert [c.name for c in loaded.metadata["dagster/column_schema"].schema.columns][:2] == ["id", "day"]
+    columns = loaded.metadata["dagster/column_schema"].schema.columns
+    assert [c.name for c in columns][:2] == ["id", "day"]
+    managed = next(c for c in columns if c.name == "_partition")
+    assert managed.description and "partition key" in managed.description  # described in the UI's Columns table
     assert "dagster/column_lineage" in loaded.metadata
     checks = [e for e in r.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert [c.event_specific_data.passed for c in checks] == [True]
@@ -209,7 +214,7 @@ def test_python_and_bash_steps_through_pipes(tmp_path: Path, instance: Any) -> N
     assert any("bash sees 2025-01-02 from 2025-01-02T00:00:00+00:00" in m for m in logs)
     assert not any("did not receive any messages" in m for m in logs)
     assert any("python step wrote its slice" in m for m in logs)
-    raw = mats[("s3", "_default", "raw", "__partition__.csv")]
+    raw = mats[("s3", "_default", "raw", "raw.__partition__.csv")]
     assert raw.metadata["dagster/row_count"].value == 2  # observed after the manual write
     rows = query(state, "SELECT id, day, start FROM lake.main.loaded ORDER BY id")
     assert [(a, str(b)[:10]) for a, b, _ in rows] == [(1, "2025-01-02"), (2, "2025-01-02")]
@@ -291,6 +296,46 @@ def test_postgres_steps_and_attach_by_uri(tmp_path: Path, instance: Any, pg_dsn:
         assert c.execute("SELECT id, name, pct, _partition FROM daily_customers ORDER BY id").fetchall() == [(1, "Ann", "x%", "2025-01-02"), (2, "O'Brien", "x%", "2025-01-02")]
     assert run(defs, instance, [["ducklake", "main", "names"]]).success
     assert query(state, "SELECT id, name FROM lake.main.names ORDER BY id") == [(1, "ANN"), (2, "O'BRIEN")]
+
+
+def test_postgres_step_with_an_empty_first_result_keeps_the_result_types(tmp_path: Path, instance: Any, pg_dsn: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS payments")
+        c.execute("CREATE TABLE payments (id bigint, amount numeric(12,2), paid_at timestamptz, ok boolean, day date, tags text[], meta jsonb)")
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "crm/daily_payments.pg.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize datatable://crm/daily_payments on_schema_change=fail
+        SELECT id, amount, paid_at, ok, tags, meta FROM payments WHERE day = $partition::date
+    """)
+    defs = defs_for(root, state, postgres_dsn=pg_dsn)
+    assert run(defs, instance, partition_key="2025-01-01").success  # nothing paid that day: an empty first result
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        types = dict(c.execute("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'daily_payments'").fetchall())
+        assert types == {"id": "bigint", "amount": "numeric", "paid_at": "timestamp with time zone", "ok": "boolean",
+                         "tags": "ARRAY", "meta": "character varying", "_partition": "character varying"}
+        c.execute("""INSERT INTO payments VALUES (1, 12.50, '2025-01-02 10:00+00', true, '2025-01-02', '{a,b}', '{"k": 1}')""")
+    # the next day has rows: same schema, so on_schema_change=fail lets it through
+    assert run(defs, instance, partition_key="2025-01-02").success
+    with psycopg.connect(pg_dsn) as c:
+        row = c.execute("SELECT id, amount, ok, tags, meta FROM daily_payments").fetchone()
+    assert row is not None and row[0] == 1 and str(row[1]) == "12.50" and row[2] is True and row[3] == ["a", "b"] and '"k": 1' in row[4]
+
+
+def test_observation_failures_are_logged_on_the_run(tmp_path: Path, instance: Any) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/broken.sh", """
+        # pipeline
+        # materialize manual s3:///out/broken.parquet
+        echo "not parquet" > "$LINEAGE_OUTPUT_PATH"
+    """)
+    result = run(defs_for(root, state), instance)
+    assert result.success
+    logs = [e.user_message for e in instance.all_logs(result.run_id) if e.dagster_event is None]
+    assert any("no row count or schema for s3:///out/broken.parquet" in m for m in logs), logs
 
 
 def test_consumer_columns_checked_against_captured_schema(tmp_path: Path, instance: Any) -> None:

@@ -23,7 +23,6 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     PipesSubprocessClient,
-    TableColumn,
     TableSchema,
     TimeWindowPartitionsDefinition,
 )
@@ -75,14 +74,8 @@ def trigger_of(context: Any) -> str:
     return "manual"
 
 
-def _schema_value(schema: list[tuple[str, str]], step: StepSpec, uri: str) -> TableSchema:
-    by_col, _ = md.edges_into(step.uri, step.column_edges)
-    return TableSchema(
-        columns=[
-            TableColumn(name=n, type=t, description="; ".join(f"{e.kind} ← {e.source}" for e in by_col.get(n, [])) or None)
-            for n, t in schema
-        ]
-    )
+def _schema_value(schema: list[tuple[str, str]], step: StepSpec) -> TableSchema | None:
+    return md.column_schema(step.uri, [n for n, _ in schema], step.column_edges, dict(schema))
 
 
 class _MetadataCache:
@@ -114,7 +107,7 @@ def materialization_metadata(
         meta["lineage/partition"] = result["partition"]
     if result.get("schema"):
         schema = tuple(tuple(c) for c in result["schema"])
-        meta["dagster/column_schema"] = cache.get(("schema", schema), lambda: _schema_value(list(schema), step, result["target"]))
+        meta["dagster/column_schema"] = cache.get(("schema", schema), lambda: _schema_value(list(schema), step))
     lineage = cache.get(("lineage",), lambda: md.column_lineage(step.uri, step.column_edges, translator.asset_key))
     if lineage:
         meta["dagster/column_lineage"] = lineage
@@ -272,6 +265,8 @@ def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: li
         else:
             yield r
     result = written or observe(settings, target, window)
+    if result.get("observe_error"):
+        context.log.warning(f"{step.path}: no row count or schema for {target}: {result['observe_error']}")
     user_meta.update((written or {}).get("reported") or {})
     meta = {**materialization_metadata(step, translator, result, trigger), **user_meta}
     yield from _check_results(step, key, [result])

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from dagster import AssetKey, MetadataValue, TableColumn, TableColumnDep, TableColumnLineage, TableSchema
 
-from lineage_defs.plan.spec import ColumnEdge
+from lineage_defs.plan.spec import MANAGED_DESCRIPTIONS, ColumnEdge
 
 KEY_FN = Callable[[str], AssetKey]
 
@@ -55,7 +55,7 @@ def column_schema(
             TableColumn(
                 name=c,
                 type=(types or {}).get(c, "unknown"),
-                description="; ".join(f"{e.kind} ← {e.source}" for e in by_col.get(c, [])) or None,
+                description="; ".join(f"{e.kind} ← {e.source}" for e in by_col.get(c, [])) or MANAGED_DESCRIPTIONS.get(c),
             )
             for c in names
         ]

@@ -15,11 +15,34 @@ def discover(root: Path) -> Iterator[tuple[str, Path]]:
     """(pipeline, file) for every script under each pipeline sub-folder, in path order."""
     if not root.is_dir():
         raise SpecError(f"pipelines folder '{root}' does not exist", Location(str(root)), "set LINEAGE_PIPELINES_DIR or pass the folder")
-    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-        if sub.name.startswith(".") or sub.name in SKIP_DIRS:
-            continue
+    for sub in pipeline_folders(root):
         for path in _walk(sub):
             yield sub.name, path
+
+
+def pipeline_folders(root: Path) -> list[Path]:
+    """The sub-folders that are pipelines (asset groups)."""
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in SKIP_DIRS)
+
+
+def stray_steps(root: Path) -> list[SpecError]:
+    """Steps lying directly in the pipelines folder: located errors (a step belongs to a pipeline sub-folder)."""
+    from lineage_defs.parse.header import leading_comments
+
+    out = []
+    for path in sorted(p for p in root.iterdir() if p.is_file() and not p.name.startswith(".")):
+        language = language_of(path.name)
+        if language is None:
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        comments, _ = leading_comments(text, language)
+        line = next((c for c in comments if c.content.split(None, 1)[:1] == ["pipeline"]), None)
+        if line is None:
+            continue  # not a step (a note, a helper script): nothing to say
+        loc = Location(path.name, line.line, line.offset + 1, line.raw, len("pipeline"))
+        out.append(SpecError("a step lying directly in the pipelines folder belongs in a pipeline sub-folder", loc,
+                             f"move it into the folder of its pipeline (asset group), e.g. shop/{path.name}"))
+    return out
 
 
 def _walk(folder: Path) -> Iterator[Path]:

@@ -40,7 +40,8 @@ def analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str,
 
         return analyze_sql(body, header.language, body_line=header.body_line, pg_connection=pg_connection, schemas=schemas)
     if header.language == "python":
-        return Analysis(reads=python_uris(body))
+        reads, templates = python_uris(body)
+        return Analysis(reads=reads, read_templates=templates)
     return Analysis(reads=bash_uris(body))
 
 

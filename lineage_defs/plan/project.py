@@ -8,12 +8,13 @@ references to assets nothing produces, scd2 `_current` views. Per step
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from lineage_defs.errors import LineageDefsError, SpecError
+from lineage_defs.errors import LineageDefsError, Location, SpecError
 from lineage_defs.plan import graph
 from lineage_defs.plan.cache import PlanCache
-from lineage_defs.plan.discover import discover
+from lineage_defs.plan.discover import discover, pipeline_folders, stray_steps
 from lineage_defs.plan.files import FileResult, load_file, with_schemas
 from lineage_defs.plan.spec import Project, StepSpec
 from lineage_defs.plan.steps import build_step
@@ -31,6 +32,18 @@ def load_project(root: str | Path, cache_dir: Path | None = None) -> Project:
         pipelines[fr.header.path] = pipeline
     project = _plan(root, files, pipelines, cache)
     cache.save()
+    # A folder that yields no step must not pass `check` silently.
+    strays = stray_steps(root)
+    empty: list[LineageDefsError] = []
+    with_steps = {s.pipeline for s in project.steps} | {pipelines[p] for p in project.invalid_paths if p in pipelines}
+    for folder in pipeline_folders(root):
+        if folder.name not in with_steps and not (folder / "dbt_project.yml").exists():
+            empty.append(SpecError("this pipeline folder holds no step", Location(folder.name), "add a script with a '-- pipeline' line, or remove the folder", severity="warning"))
+    if not project.steps and not strays and not empty:
+        empty.append(SpecError("the pipelines folder holds no step", Location(str(root)), "add <pipeline>/<name>.sql with a '-- pipeline' line (lineage-defs new scaffolds one)", severity="warning"))
+    if strays or empty:
+        errors = (*project.errors, *strays)
+        project = dataclasses.replace(project, errors=errors, warnings=(*project.warnings, *empty), invalid_paths=tuple(sorted({e.path for e in errors if e.path})))
     return project
 
 

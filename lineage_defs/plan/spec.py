@@ -24,6 +24,12 @@ from lineage_defs.parse.model import (
 # Columns the runtime manages in targets (plan knows them for `*` expansion).
 PARTITION_COLUMN = "_partition"  # the partition key of partitioned managed targets
 SCD2_COLUMNS = ("valid_from", "valid_to", "is_current")
+MANAGED_DESCRIPTIONS = {
+    PARTITION_COLUMN: "managed by lineage_defs: the partition key the row was written for",
+    "valid_from": "managed by lineage_defs (scd2): when this version became current",
+    "valid_to": "managed by lineage_defs (scd2): when a newer version replaced it (NULL while current)",
+    "is_current": "managed by lineage_defs (scd2): true for the open version of each key",
+}
 
 STRATEGIES = ("replace", "partition_replace", "merge", "append", "scd2", "manual", "dbt")
 
@@ -90,6 +96,7 @@ class Analysis:
     needs_schemas: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
     statements: tuple[Statement, ...] = ()
+    read_templates: tuple[str, ...] = ()  # Python: URIs built at run time, `{*}` where a value goes
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 from lineage_defs.errors import AnnotationError, LineageDefsError, Location, SpecError
 from lineage_defs.plan.cache import content_hash
 from lineage_defs.plan.files import FileResult
+from lineage_defs.plan.refs import match_template
 from lineage_defs.plan.spec import Analysis, ColumnEdge, Dep, StepSpec, strategy_of
 
 
@@ -56,6 +57,11 @@ def build_step(
         if uri in outs or uri in deps or h.mute_all or uri in mutes:
             continue
         deps[uri] = Dep(uri, False)
+    # URIs a Python step builds at run time name the produced assets of their shape, or nothing
+    for template in a.read_templates:
+        for uri in match_template(template, [*producer, *outs]):
+            if uri not in outs and uri not in deps and not h.mute_all and uri not in mutes:
+                deps[uri] = Dep(uri, False)
     for t in h.tests:  # relationships: the referenced producer runs first
         if t.kind == "relationships" and t.ref_uri and t.ref_uri not in outs and t.ref_uri not in deps and t.ref_uri in producer:
             deps[t.ref_uri] = Dep(t.ref_uri, False)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lineage_defs import uris
+from lineage_defs.errors import RunError
 from lineage_defs.run.context import PartitionWindow, bind_params, resolve_token
 
 _SUBSTRATE = re.compile(r"^(ducklake|duckdb|datatable)(://[^/\s]*/?)?$")
@@ -29,18 +30,22 @@ class Compiled:
     attach: tuple[str, str] | None = None  # (substrate URI, alias) for ATTACH '<uri>' AS alias
 
 
-def _tokens(sql: str, dialect: str) -> list[Any]:
+_PATH = re.compile(r"(/|\\|\.[A-Za-z0-9]{1,8}$)")  # a string that names a file or folder
+
+
+def _tokens(sql: str, dialect: str) -> list[Any] | None:
+    """The statement's tokens, or None when it cannot be tokenized (an open quote or comment)."""
     from sqlglot.dialects.dialect import Dialect
 
     try:
         return list(Dialect.get_or_raise("postgres" if dialect == "postgres" else "duckdb").tokenize(sql))
-    except Exception:  # an untokenizable statement goes to the engine, which reports it with its own message
-        return []
+    except Exception:
+        return None
 
 
 def attach_target(sql: str, dialect: str = "duckdb") -> tuple[str, str] | None:
     """(substrate, alias) when the statement is ``ATTACH '<asset substrate>' AS alias``."""
-    toks = _tokens(sql, dialect)
+    toks = _tokens(sql, dialect) or []
     words = [t for t in toks if t.text.upper() != "DATABASE"]
     if len(words) < 2 or words[0].text.upper() != "ATTACH":
         return None
@@ -87,6 +92,14 @@ def compile_statement(
     if at:
         return Compiled("", {}, at)
     toks = _tokens(sql, dialect)
+    if toks is None:
+        if uris.PARTITION_TOKEN in sql or "$partition" in sql:
+            # passing it on would run the statement with '{partition}' unbound
+            raise RunError(
+                "this statement cannot be split into SQL tokens, so its partition cannot be bound",
+                fix="close every string, quoted name and block comment in the statement",
+            )
+        toks = []  # nothing to bind: the engine reports the syntax error in its own words
     pieces: list[str] = []
     params: dict[str, Any] = {}
     values = bind_params(window)
@@ -106,8 +119,14 @@ def compile_statement(
                 replacement = ph(name)
             elif uris.PARTITION_TOKEN in text:
                 name = f"__lineage_{len(params)}"
-                params[name] = text.replace(uris.PARTITION_TOKEN, values["partition"] or "")
+                # a path gets the same rule as object keys: the key must be one safe segment
+                params[name] = resolve_token(text, window) if _PATH.search(text) else text.replace(uris.PARTITION_TOKEN, values["partition"] or "")
                 replacement = ph(name)
+        elif uris.PARTITION_TOKEN in t.text:
+            raise RunError(
+                f"'{uris.PARTITION_TOKEN}' is bound only inside a string literal (here it is in {t.text!r})",
+                fix=f"write '{uris.PARTITION_TOKEN}' in single quotes, or use $partition",
+            )
         elif prev is not None and prev.token_type.name == "PARAMETER" and t.start == prev.end + 1 and t.text in values:
             params[t.text] = values[t.text]
             if pyformat:  # replace the `$` and the name together

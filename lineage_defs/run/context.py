@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from lineage_defs.errors import RunError
 from lineage_defs.uris import PARTITION_TOKEN
 
 
-@dataclass(frozen=True)
-class PartitionWindow:
-    """One partition: its key and, for time partitions, [start, end)."""
+class PartitionWindow(NamedTuple):
+    """One partition: its key and, for time partitions, [start, end).
+
+    A named tuple, so a Python step may unpack it (SPEC section 4):
+
+    >>> key, start, end = PartitionWindow("2024-01-02", dt.datetime(2024, 1, 2), dt.datetime(2024, 1, 3))
+    >>> key, end - start
+    ('2024-01-02', datetime.timedelta(days=1))
+    """
 
     key: str
     start: dt.datetime | None = None
@@ -43,7 +49,7 @@ def partition_env(window: PartitionWindow | None) -> dict[str, str]:
     return out
 
 
-_UNSAFE_IN_PATH = re.compile(r"(^|/)\.\.(/|$)|[\x00]")
+_UNSAFE_KEY = re.compile(r"^\.{1,2}$|[/\\\x00-\x1f]")
 
 
 def resolve_token(text: str, window: PartitionWindow | None) -> str:
@@ -56,6 +62,6 @@ def resolve_token(text: str, window: PartitionWindow | None) -> str:
         return text
     if window is None:
         raise RunError(f"'{text}' needs a partition", fix="partition the step, or remove {partition} from the path")
-    if "/" in window.key or _UNSAFE_IN_PATH.search(window.key):
-        raise RunError(f"partition key {window.key!r} cannot be used in an object path", fix="use partition keys without '/' or '..'")
+    if not window.key or _UNSAFE_KEY.search(window.key):
+        raise RunError(f"partition key {window.key!r} cannot be used in a path ('{text}')", fix="use partition keys that are one path segment: no '/', '\\', control characters, and not '.' or '..'")
     return text.replace(PARTITION_TOKEN, window.key)

@@ -8,32 +8,31 @@ from typing import Any
 from lineage_defs.run.context import PartitionWindow
 from lineage_defs.run.substrates import RunSettings, Session
 
+_READERS = {".parquet": "read_parquet", ".csv": "read_csv", ".json": "read_json_auto", ".jsonl": "read_json_auto", ".ndjson": "read_json_auto"}
+
 
 def observe(settings: RunSettings, target: str, window: PartitionWindow | None) -> dict[str, Any]:
+    """Row count, schema and snapshot of ``target``; ``observe_error`` says why they are missing."""
     out: dict[str, Any] = {"target": target, "partition": window.key if window else None}
     with Session(settings) as s:
         try:
+            params: dict[str, Any] = {}
             if target.startswith("s3://"):
                 loc = s.object_path(target)
                 if not loc.startswith("s3://") and not os.path.exists(loc):
+                    out["observe_error"] = f"the step wrote nothing at {target}"
                     return out
-                if target.endswith(".parquet"):
-                    rel = f"read_parquet('{loc.replace(chr(39), chr(39) * 2)}')"
-                elif target.endswith(".csv"):
-                    rel = f"read_csv('{loc.replace(chr(39), chr(39) * 2)}')"
-                elif target.endswith((".json", ".jsonl", ".ndjson")):
-                    rel = f"read_json_auto('{loc.replace(chr(39), chr(39) * 2)}')"
-                else:
-                    return out
+                reader = next((r for ext, r in _READERS.items() if target.endswith(ext)), None)
+                if reader is None:
+                    return out  # an object DuckDB cannot read as a table: nothing to count
+                rel, params = f"{reader}($path)", {"path": loc}  # the path holds the partition key: bound
             else:
                 rel = s.table_sql(target)
-                alias = s.alias_for(target)
-                out["snapshot_id"] = s.snapshot_id(alias)
-            row = s.conn.execute(f"SELECT count(*) FROM {rel}").fetchone()
-            if row is None:
-                raise RuntimeError(f"SELECT count(*) FROM {rel} returned no row")
-            out["rows"] = int(row[0])
-            out["schema"] = [(r[0], r[1]) for r in s.conn.execute(f"DESCRIBE SELECT * FROM {rel}").fetchall()]
+                out["snapshot_id"] = s.snapshot_id(s.alias_for(target))
+            row = s.conn.execute(f"SELECT count(*) FROM {rel}", params or None).fetchone()
+            out["rows"] = int(row[0]) if row else 0
+            cur = s.conn.execute(f"SELECT * FROM {rel} LIMIT 0", params or None)
+            out["schema"] = [(d[0], str(d[1])) for d in cur.description]
         except Exception as e:  # observing is best effort: the step itself succeeded
             out["observe_error"] = str(e)
     return out

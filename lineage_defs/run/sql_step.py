@@ -142,7 +142,14 @@ class StepRunner:
             import psycopg
 
             name = self.step.uri.split("://", 1)[1].split("/", 1)[0] if self.step.uri.startswith("datatable://") else "default"
-            self.pg = psycopg.connect(self.settings.dsn(name), autocommit=False)
+            failure = None
+            try:
+                self.pg = psycopg.connect(self.settings.dsn(name), autocommit=False)
+            except psycopg.Error as e:
+                failure = self.session.redact(str(e))
+            if failure is not None:  # raised outside the handler: no chained error quoting the DSN
+                raise RunError(f"could not connect to PostgreSQL for datatable://{name}: {failure}", Location(self.step.path),
+                               f"check LINEAGE_PG_DSN_{name.upper()} / LINEAGE_PG_DSN")
 
     def _run(self, c: Compiled, where: Location, path: str | None = None) -> None:
         if c.attach:
@@ -189,7 +196,12 @@ class StepRunner:
     def _compiled(self, window: PartitionWindow | None, dialect: str = "duckdb", paramstyle: str = "dollar") -> list[tuple[Compiled, int, str]]:
         out = []
         for sql, line, kind in _statements(self.step):
-            out.append((compile_statement(sql, dialect, window, self.session.object_path, paramstyle=paramstyle), line, kind))
+            try:
+                out.append((compile_statement(sql, dialect, window, self.session.object_path, paramstyle=paramstyle), line, kind))
+            except RunError as e:
+                if e.location is not None:
+                    raise
+                raise RunError(e.message, self._where(line), e.fix) from e
         return out
 
     def _where(self, line: int) -> Location:
@@ -232,15 +244,21 @@ class StepRunner:
             last, line, _ = compiled[-1]
             try:
                 cur.execute(last.sql, last.params or None)
-                cols = [d.name for d in cur.description or ()]
+                description = list(cur.description or ())
                 rows = cur.fetchall()
             except Exception as e:
                 raise RunError(f"statement failed: {e}", self._where(line), "fix the statement shown above") from e
             result.sql.append(last.sql)
         self.pg.rollback()  # the SELECT's session state is not the write; the write goes through the target
-        import pyarrow as pa
+        from lineage_defs.run.pg_arrow import arrow_table
 
-        table = pa.Table.from_pylist([dict(zip(cols, r)) for r in rows]) if rows else pa.table({c: pa.array([], pa.string()) for c in cols})
+        def type_name(oid: int) -> str | None:
+            info = self.pg.adapters.types.get(oid)  # an array's oid gives its element's info
+            if info is None:
+                return None
+            return f"_{info.name}" if oid == info.array_oid and oid != info.oid else str(info.name)
+
+        table = arrow_table(description, rows, type_name)
         self.stage_arrow(table)
         self._write(window, result, table.num_rows)
 

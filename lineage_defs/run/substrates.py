@@ -156,6 +156,7 @@ class Session:
         # concurrently with others.
         self.lock = StateLock(settings)
         self.locked = False
+        self.conn: Any = None
         try:
             self.conn = duckdb.connect(config={"extension_directory": extension_directory(), "autoinstall_known_extensions": False, "autoload_known_extensions": True})
             self.aliases: dict[str, str] = {}
@@ -166,12 +167,15 @@ class Session:
                 if "duckdb://warehouse" not in skip:
                     self.attach("duckdb://warehouse", "warehouse")
         except BaseException:
+            if self.conn is not None:
+                self.conn.close()  # a half-built session must not keep the connection (or the files) open
             self.lock.__exit__()
             raise
 
     def close(self) -> None:
         try:
-            self.conn.close()
+            if self.conn is not None:
+                self.conn.close()
         finally:
             self.lock.__exit__()
             self.locked = False
@@ -225,9 +229,21 @@ class Session:
         if self.is_embedded(substrate) and not self.locked:
             self.lock.__enter__()
             self.locked = True
-        self.conn.execute(self.attach_sql(substrate, alias))
+        # The statement holds the DSN or catalog string: the error names neither,
+        # and is raised outside the handler so no exception chain carries the engine's quote of it.
+        failure = None
+        try:
+            self.conn.execute(self.attach_sql(substrate, alias))
+        except Exception as e:
+            failure = self.redact(str(e))
+        if failure is not None:
+            raise RunError(f"could not attach {substrate} as {alias}: {failure}", fix=f"check the connection settings of {substrate} (see the README's Configuration)")
         self.aliases[substrate] = alias
         return alias
+
+    def redact(self, text: str) -> str:
+        """``text`` with every configured secret (DSNs, catalog strings, S3 keys, passwords) blanked out."""
+        return redact(text, self.settings)
 
     def use_warehouse(self) -> None:
         """Unqualified names are warehouse tables, as in SQL steps."""
@@ -270,7 +286,13 @@ class Session:
             use_ssl = endpoint.startswith("https://")
             endpoint = endpoint.split("://", 1)[-1].rstrip("/")
             parts += [f"ENDPOINT {literal(endpoint)}", "URL_STYLE 'path'", f"USE_SSL {'true' if use_ssl else 'false'}"]
-        self.conn.execute(f"CREATE OR REPLACE SECRET lineage_s3 ({', '.join(parts)})")
+        failure = None
+        try:
+            self.conn.execute(f"CREATE OR REPLACE SECRET lineage_s3 ({', '.join(parts)})")
+        except Exception as e:
+            failure = self.redact(str(e))
+        if failure is not None:
+            raise RunError(f"could not configure S3 access: {failure}", fix="check the LINEAGE_S3_* and AWS_* settings")
         self._s3_ready = True
 
     def object_path(self, uri: str) -> str:
@@ -296,6 +318,25 @@ class Session:
             if where is None:
                 raise
             raise RunError(f"statement failed: {e}", where, "fix the statement shown above") from e
+
+
+_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+
+
+def redact(text: str, settings: RunSettings) -> str:
+    """Blank out secrets: every configured secret value, and any ``password=…`` or ``user:pass@`` in a DSN.
+
+    >>> redact("failed: host=db password=hunter2 dbname=x", RunSettings(state_dir="."))
+    'failed: host=db password=<redacted> dbname=x'
+    """
+    for f in SECRET_FIELDS:
+        value = getattr(settings, f)
+        for secret in value.values() if isinstance(value, dict) else [value]:
+            if secret and len(secret) >= 4:
+                text = text.replace(secret, "<redacted>")
+    text = _PASSWORD.sub(r"\1<redacted>", text)
+    return _URL_PASSWORD.sub(r"\1<redacted>@", text)
 
 
 def canonical_substrate(text: str) -> str:

@@ -3,6 +3,7 @@
 # materialize manual s3:///raw/events/{partition}.csv
 # retry 2 30s
 # tag ingest
+# pool ingest
 # owner data-eng@shop.example
 #
 # The web shop's clickstream for one day, as a CSV file in object storage:
