@@ -9,7 +9,7 @@ export LINEAGE_PIPELINES_DIR ?= $(CURDIR)/examples/pipelines
 export LINEAGE_STATE_DIR     ?= $(CURDIR)/.lineage
 export DAGSTER_HOME          ?= $(CURDIR)/dagster_home
 
-.PHONY: install demo test bench typecheck clean
+.PHONY: install browser demo test bench typecheck clean
 
 install: $(VENV)/.installed
 
@@ -22,7 +22,13 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(VENV)/bin/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
 
-test: install
+# The UI tests drive Debian's Chromium through its chromedriver (no browser download).
+browser: /usr/bin/chromium /usr/bin/chromedriver
+
+/usr/bin/chromium /usr/bin/chromedriver:
+	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get install -y -q chromium chromium-driver || (apt-get update -q && apt-get install -y -q chromium chromium-driver)'
+
+test: install browser
 	$(PY) -m pytest -q -p no:cacheprovider
 
 typecheck: install

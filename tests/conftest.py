@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -110,6 +111,48 @@ def s3_server() -> Iterator[S3Server]:
         yield s3
     finally:
         server.stop()
+
+
+# -- `make demo` as a fixture: one `dagster dev` on the bundled example for the whole session ----------
+REPO = Path(__file__).resolve().parent.parent
+DEMO_LOCATION = "lineage_defs"  # workspace.yaml's location_name
+
+
+@pytest.fixture(scope="session")
+def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("demo")
+
+
+@pytest.fixture(scope="session")
+def demo(demo_root: Path) -> Iterator[Any]:
+    """`dagster dev -w workspace.yaml -h 127.0.0.1 -p <free port>` from the repo root, as `make demo` runs it,
+    with its own Dagster home and state dir, ready for GraphQL and a browser. Shared by the webserver and
+    browser tests (each uses partitions of its own); every process it started is gone after the session."""
+    from webserver import DagsterDev, live_group_members, wait_for_location
+
+    home = demo_root / "home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "DAGSTER_"))}
+    env.update(
+        LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"),
+        LINEAGE_STATE_DIR=str(demo_root / "state"),
+        DAGSTER_HOME=str(home),
+    )
+    dagster = shutil.which("dagster", path=str(Path(sys.executable).parent))
+    assert dagster, "the dagster CLI is not installed next to this Python"
+    port = free_port()
+    server = DagsterDev([dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)], REPO, env, port, demo_root / "dagster-dev.log")
+    server.start()
+    try:
+        t0 = time.monotonic()
+        wait_for_location(server, DEMO_LOCATION, 180)
+        print(f"dagster dev ready in {time.monotonic() - t0:.1f}s on port {port}")
+        yield server
+    finally:
+        server.stop()
+        left = live_group_members(server.pgid)
+        assert not left, f"processes of dagster dev survived the teardown: {left}"
 
 
 @pytest.fixture
@@ -247,3 +290,11 @@ def write_target(
         return WriteTarget(session, substrate, uri)
 
     return make
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Keep each phase's report on the test item, so a fixture's teardown knows whether the test failed."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    setattr(item, f"rep_{report.when}", report)

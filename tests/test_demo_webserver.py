@@ -1,6 +1,6 @@
 """`make demo` end to end: `dagster dev -w workspace.yaml` on the bundled example, driven over GraphQL.
 
-One `dagster dev` (webserver + daemon) serves the whole module, on a free port,
+The suite's one `dagster dev` (webserver + daemon, the `demo` fixture of conftest.py) on a free port,
 with its own Dagster home and state dir. The tests read the asset graph the UI
 shows, launch a run and a partition backfill the way the UI does, and read the
 results back from the DuckLake and from Dagster's event log.
@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ from lineage_defs.plan.project import load_project
 from lineage_defs.plan.spec import Project
 from lineage_defs.run.substrates import RunSettings, Session
 
-from webserver import DagsterDev, free_port, launch_supervised, live_group_members, stop_group, wait_for_location
+from webserver import DagsterDev, launch_supervised, live_group_members, stop_group
 
 REPO = Path(__file__).resolve().parent.parent
 PIPELINES = REPO / "examples" / "pipelines"
@@ -40,7 +38,6 @@ CUSTOMERS = "ducklake://main/customers"
 ORDERS = "ducklake://main/orders"
 BACKFILL_DAYS = ["2025-01-02", "2025-01-03"]
 
-STARTUP_TIMEOUT = 120
 RUN_TIMEOUT = 180
 BACKFILL_TIMEOUT = 300
 
@@ -53,45 +50,15 @@ def key_input(uri: str) -> dict[str, list[str]]:
     return {"path": list(uris.key_path(uri))}
 
 
-def _dagster_command() -> str:
-    script = Path(sys.executable).with_name("dagster")
-    if script.exists():
-        return str(script)
-    found = shutil.which("dagster")
-    assert found, "the dagster CLI is not installed next to this Python"
-    return found
+@pytest.fixture(scope="module")
+def state_root(demo_root: Path) -> Path:
+    return demo_root
 
 
 @pytest.fixture(scope="module")
-def state_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("demo")
-
-
-@pytest.fixture(scope="module")
-def dev(state_root: Path) -> Iterator[DagsterDev]:
-    """`dagster dev -w workspace.yaml -h 127.0.0.1 -p <free port>` from the repo root, ready for GraphQL."""
-    home = state_root / "home"
-    home.mkdir()
-    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "DAGSTER_"))}
-    env.update(
-        LINEAGE_PIPELINES_DIR=str(PIPELINES),
-        LINEAGE_STATE_DIR=str(state_root / "state"),
-        DAGSTER_HOME=str(home),
-    )
-    port = free_port()
-    argv = [_dagster_command(), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
-    server = DagsterDev(argv, REPO, env, port, state_root / "dagster-dev.log")
-    server.start()
-    try:
-        t0 = time.monotonic()
-        wait_for_location(server, LOCATION, STARTUP_TIMEOUT)
-        print(f"dagster dev ready in {time.monotonic() - t0:.1f}s on port {port}")
-        yield server
-    finally:
-        server.stop()
-        left = live_group_members(server.pgid)
-        assert not left, f"processes of dagster dev survived the teardown: {left}"
+def dev(demo: DagsterDev) -> DagsterDev:
+    """The suite's one `dagster dev` on the bundled example (conftest.py)."""
+    return demo
 
 
 @pytest.fixture(scope="module")
