@@ -201,13 +201,14 @@ def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list
     yield from _check_results(step, key, done)
     if failed:
         first = failed[0][1]
-        names = ", ".join(p or "(unpartitioned)" for p, _ in failed)
+        names = ", ".join(p or "(unpartitioned)" for p, _ in failed[:10]) + (f" … ({len(failed)} in all)" if len(failed) > 10 else "")
         if wins == [None]:
             raise first
+        others = "the others are materialized" if committed else "none was materialized"
         raise RunError(
             f"{len(failed)} of {len(wins)} partitions failed: {names}; first error: {first}",
             Location(step.path),
-            "fix the failing partitions and re-run them; the others are materialized",
+            f"fix the failing partitions and re-run them; {others}",
         ) from first
 
 

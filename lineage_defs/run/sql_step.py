@@ -179,7 +179,7 @@ class StepRunner:
             else:
                 self._run_duckdb(window, result)
         except BaseException as e:  # reported per partition; the caller decides whether to go on
-            result.error = e
+            result.error = self._explain(e, window)
             if isinstance(e, RunError) and e.location is None and self.step.statements:
                 # a write-layer error (duplicate keys, schema change …): name the
                 # script and its trailing SELECT, whose rows were being written
@@ -192,6 +192,25 @@ class StepRunner:
                 raise
         result.seconds = time.perf_counter() - t0
         return result
+
+    def _explain(self, e: BaseException, window: PartitionWindow | None) -> BaseException:
+        """A failed statement whose input is not there yet: say which upstream to build first."""
+        if not (isinstance(e, RunError) and e.message.startswith("statement failed")):
+            return e
+        from lineage_defs.run.inputs import missing_after_failure
+
+        missing = missing_after_failure(self.session, self.step, window)
+        if not missing:
+            return e
+        first = missing[0]
+        build = f"{first.uri} partition {first.partition}" if first.partition else first.uri
+        err = RunError(
+            f"input not there yet: {'; '.join(m.describe() for m in missing)}",
+            e.location,
+            f"materialize {build} first, then re-run{' this partition' if window else ''} (engine said: {str(e.message).splitlines()[0][len('statement failed: '):][:200]})",
+        )
+        err.__cause__ = e
+        return err
 
     def _compiled(self, window: PartitionWindow | None, dialect: str = "duckdb", paramstyle: str = "dollar") -> list[tuple[Compiled, int, str]]:
         out = []
@@ -295,6 +314,11 @@ class StepRunner:
         result.rows = wr.rows
         result.sql.extend(wr.sql)
         result.checks = outcomes
+        if wr.rows == 0 and window is not None:
+            from lineage_defs.run.inputs import missing_partitions
+
+            for m in missing_partitions(self.session, self.step, window):
+                wr.warnings.append(f"wrote an empty partition: upstream {m.describe()} — materialize {m.uri} partition {m.partition} first, then re-run this one")
         record_schema(self.settings.state_dir, self.step.uri, wr.schema)
 
     def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str) -> list[CheckOutcome]:
@@ -323,7 +347,15 @@ class StepRunner:
 
 
 def run_windows(settings: RunSettings, step: StepSpec, windows: list[PartitionWindow | None]) -> Iterator[SliceResult]:
-    """Run the partitions in order on one session; each result carries its own error."""
+    """Run the partitions in order on one session; each result carries its own error.
+
+    A step with ``time_column`` runs set-based (``lineage_defs.run.batch``).
+    """
+    if step.partitioning is not None and step.partitioning.time_column and None not in windows:
+        from lineage_defs.run.batch import run_batches
+
+        yield from run_batches(settings, step, windows)  # type: ignore[arg-type]
+        return
     with StepRunner(settings, step) as runner:
         for w in windows:
             yield runner.run(w)

@@ -32,6 +32,9 @@ class WriteRequest:
     on_schema_change: str = "warn"  # warn | ignore | fail | sync
     valid_at: str | None = None  # scd2: ISO timestamp of this version (partition start or run time)
     slice_rows: int | None = None  # the slice's row count when the caller already knows it (saves a scan)
+    # A set-based batch (partition_replace): the slice already carries PARTITION_COLUMN
+    # and these partitions are replaced together, in the one transaction.
+    partitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

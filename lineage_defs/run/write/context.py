@@ -120,7 +120,10 @@ class WriteContext:
     def slice_columns(self) -> list[Column]:
         """The slice's columns (described once: the slice does not change during a write)."""
         if self._slice_columns is None:
-            self._slice_columns = self.describe(self.slice)
+            cols = self.describe(self.slice)
+            if self.req.partitions:  # a batch's own partition column is the write's, not the user's
+                cols = [c for c in cols if c[0] != PARTITION_COLUMN]
+            self._slice_columns = cols
         return self._slice_columns
 
     @property
@@ -147,6 +150,8 @@ class WriteContext:
 
         Left out when inserting into an existing target that has no such column.
         """
+        if self.req.partitions:
+            return f", {ident(PARTITION_COLUMN)}", {}  # each row's partition, derived when the batch was staged
         if self.req.partition is None:
             return "", {}
         if not new_table and self.existing is not None and PARTITION_COLUMN not in self.target_names:
