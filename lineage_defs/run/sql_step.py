@@ -209,7 +209,7 @@ class StepRunner:
             e.location,
             f"materialize {build} first, then re-run{' this partition' if window else ''} (engine said: {str(e.message).splitlines()[0][len('statement failed: '):][:200]})",
         )
-        err.__cause__ = e
+        err.__suppress_context__ = True  # the engine's own words are in the fix; its "fix the statement" would mislead
         return err
 
     def _compiled(self, window: PartitionWindow | None, dialect: str = "duckdb", paramstyle: str = "dollar") -> list[tuple[Compiled, int, str]]:
