@@ -28,7 +28,7 @@ from lineage_defs.errors import Location, RunError, did_you_mean
 from lineage_defs.plan.spec import PARTITION_COLUMN, StepSpec
 from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate
 from lineage_defs.run.context import PartitionWindow, bind_params, resolve_token
-from lineage_defs.run.sql_step import SLICE, SliceResult, StepRunner, record_schema, write_request
+from lineage_defs.run.sql_step import SLICE, SliceResult, StepRunner, write_request
 from lineage_defs.run.substrates import RunSettings
 from lineage_defs.run.write.base import WriteRequest, WriteResult
 from lineage_defs.uris import PARTITION_TOKEN
@@ -230,7 +230,7 @@ class BatchRunner(StepRunner):
         self._done(result, wr)
         for r in self.parts.values():
             r.write = wr
-        record_schema(self.settings.state_dir, self.step.uri, wr.schema)
+        self.record_schema(wr.schema)
 
     def _write_objects(self, result: SliceResult) -> None:
         """One object per partition: audit the whole batch, then publish each object atomically."""
@@ -256,7 +256,7 @@ class BatchRunner(StepRunner):
             r.sql = list(result.sql) + wr.sql
             schema = wr.schema
         result.rows = sum(r.rows or 0 for r in self.parts.values())
-        record_schema(self.settings.state_dir, self.step.uri, schema)
+        self.record_schema(schema)
 
     @staticmethod
     def _done(result: SliceResult, wr: WriteResult) -> None:

@@ -319,7 +319,13 @@ class StepRunner:
 
             for m in missing_partitions(self.session, self.step, window):
                 wr.warnings.append(f"wrote an empty partition: upstream {m.describe()} — materialize {m.uri} partition {m.partition} first, then re-run this one")
-        record_schema(self.settings.state_dir, self.step.uri, wr.schema)
+        self.record_schema(wr.schema)
+
+    def record_schema(self, schema: list[tuple[str, str]]) -> None:
+        """Capture the target's schema once per range unless a partition changed it."""
+        if getattr(self, "_recorded", None) != schema:
+            record_schema(self.settings.state_dir, self.step.uri, schema)
+            self._recorded = list(schema)
 
     def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str) -> list[CheckOutcome]:
         def custom(script: str) -> tuple[str, dict[str, Any]]:
