@@ -268,6 +268,9 @@ class BatchRunner(StepRunner):
 def run_batches(settings: RunSettings, step: StepSpec, windows: list[PartitionWindow]) -> Iterator[SliceResult]:
     """The set-based counterpart of ``run_windows``: one result per partition, in order."""
     assert step.partitioning is not None
-    with BatchRunner(settings, step) as runner:
+    runner = BatchRunner(settings, step)
+    try:
         for b in batches(windows, step.partitioning.batch):
             yield from runner.run_batch(b)
+    finally:
+        runner.close()
