@@ -155,7 +155,7 @@ class BatchRunner(StepRunner):
         # 3. Some rows found no partition: say which, and how many.
         keys = {p["partition"] for p in params}
         empty = conn.execute(f"SELECT key FROM {WINDOWS} GROUP BY key HAVING min(lo) >= min(hi) LIMIT 1").fetchone()
-        if empty or conn.execute(f"SELECT count(DISTINCT key) FROM {WINDOWS}").fetchone()[0] < len(keys):  # type: ignore[index]
+        if empty or conn.execute(f"SELECT count(DISTINCT key) FROM {WINDOWS}").fetchone()[0] < len(keys):
             raise RunError(
                 f"time_column '{name}' is {typ}: the partitions of {batch_window(self.batch).key} are shorter than one {typ} value",
                 fix=f"select {name} as a TIMESTAMP (partitions shorter than a day need one)",
