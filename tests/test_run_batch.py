@@ -75,7 +75,8 @@ def test_range_runs_set_based_and_reports_each_partition(tmp_path: Path) -> None
     root, state = tmp_path / "p", tmp_path / "s"
     settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
     query(settings, RAW.format(table="lake.main.raw", null_at=7))  # 2025-01-03 has a NULL v
-    header = "-- pipeline\n-- data_test not_null v severity=warn\n-- data_test unique id\n-- data_test row_count min=3\n"
+    header = "-- pipeline\n-- data_test not_null v severity=warn\n-- data_test unique id\n-- data_test row_count min=3\n-- data_test checks/no_four.sql severity=warn\n"
+    write(root, "x/checks/no_four.sql", "SELECT * FROM _slice WHERE id = 4 AND $partition = '2025-01-02'")  # custom tests see their partition
     write(root, "x/batched.sql", header + "-- partitioned daily start=2025-01-01 time_column=ts batch=2\n-- materialize ducklake://main/batched\n" + BODY)
     write(root, "x/one_by_one.sql", header + "-- partitioned daily start=2025-01-01\n-- materialize ducklake://main/one_by_one\n" + BODY)
     defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)), resource=LineageResource(pipelines_dir=str(root), state_dir=str(state)))
@@ -98,6 +99,7 @@ def test_range_runs_set_based_and_reports_each_partition(tmp_path: Path) -> None
             nn = checks[(name, "not_null_v")]
             assert not nn.passed and nn.metadata["failed_partitions"].value == ["2025-01-03"] and nn.metadata["failing_rows"].value == 1
             assert checks[(name, "unique_id")].passed and checks[(name, "row_count")].passed
+            assert checks[(name, "no_four")].metadata["failed_partitions"].value == ["2025-01-02"]
     same = "SELECT id, v, ts, _partition FROM lake.main.{} ORDER BY id"
     assert query(settings, same.format("batched")) == query(settings, same.format("one_by_one"))
     assert query(settings, "SELECT count(*) FROM lake.main.batched WHERE _partition <> strftime(ts, '%Y-%m-%d')") == [(0,)]

@@ -66,6 +66,22 @@ def test_batches_and_single_writes_in_any_order_leave_the_last_write_of_each(wri
     assert t.rows() == expected
 
 
+@pytest.mark.parametrize("substrate", ("ducklake", "duckdb", "postgres"))
+def test_unstaged_slices_are_read_once_by_the_write(write_target: Any, substrate: str) -> None:
+    """No staging copy: the write's INSERT runs the bound SELECT and counts its rows; a failing SELECT writes nothing."""
+    t = write_target(substrate)
+    query = "(SELECT range AS i, $tag AS tag FROM range($n))"
+    for partition, tag, n, known in (("p1", "a", 3, None), ("p2", "b", 2, (("i", "BIGINT"), ("tag", "VARCHAR"))), ("p1", "c", 1, None)):
+        r = write(t.session, WriteRequest(t.uri, "partition_replace", query, partition=partition, slice_params={"tag": tag, "n": n}, slice_columns=known))
+        assert r.rows == n
+        assert all("'a'" not in sql and "'c'" not in sql for sql in r.sql)  # the values stayed bound
+    before = [(0, "b", "p2"), (0, "c", "p1"), (1, "b", "p2")]
+    assert t.rows() == before
+    with pytest.raises(RunError, match="statement failed: Conversion Error"):
+        write(t.session, WriteRequest(t.uri, "partition_replace", "(SELECT CAST($tag AS INTEGER) AS i, $tag AS tag)", partition="p3", slice_params={"tag": "x"}))
+    assert t.rows() == before
+
+
 # -- merge keys ------------------------------------------------------------------------
 @pytest.mark.parametrize("substrate", ("ducklake", "postgres", "parquet"))
 def test_merge_duplicate_keys_fail_before_writing(write_target: Any, substrate: str) -> None:

@@ -24,9 +24,9 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-from lineage_defs.errors import Location, RunError, did_you_mean
+from lineage_defs.errors import RunError, did_you_mean
 from lineage_defs.plan.spec import PARTITION_COLUMN, StepSpec
-from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate
+from lineage_defs.run.checks import CheckFailed, CheckOutcome
 from lineage_defs.run.context import PartitionWindow, bind_params, resolve_token
 from lineage_defs.run.sql_step import SLICE, SliceResult, StepRunner, write_request
 from lineage_defs.run.substrates import RunSettings
@@ -71,6 +71,9 @@ class BatchRunner(StepRunner):
 
     batch: list[PartitionWindow] = []
 
+    def unstaged(self, target: str) -> bool:
+        return False  # the batch's rows are staged: their partitions are derived from them
+
     def run_batch(self, batch: list[PartitionWindow]) -> list[SliceResult]:
         """Run one batch; one result per partition (all failed, with the batch's error, if it rolled back)."""
         self.batch = batch
@@ -85,7 +88,14 @@ class BatchRunner(StepRunner):
         return list(self.parts.values())
 
     # -- StepRunner calls this with the batch's rows staged in SLICE ----------------------
-    def _write(self, window: PartitionWindow | None, result: SliceResult, rows: int | None = None) -> None:
+    def _write(
+        self,
+        window: PartitionWindow | None,
+        result: SliceResult,
+        rows: int | None = None,
+        query: tuple[str, dict[str, Any]] | None = None,
+        columns: tuple[tuple[str, str], ...] | None = None,
+    ) -> None:
         conn = self.session.conn
         tc = self._time_column()
         self._derive_partitions(tc, rows)
@@ -191,7 +201,7 @@ class BatchRunner(StepRunner):
             conn.execute(f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT * EXCLUDE ({_q(PARTITION_COLUMN)}) FROM {BATCH} WHERE {_q(PARTITION_COLUMN)} = $p", {"p": key})
             tests = tuple(t for t in self.step.tests if t.kind == "custom")
             try:
-                return self._evaluate_tests(conn, windows[key], PART, tests)
+                return self._evaluate(conn, windows[key], PART, tests)
             except CheckFailed as e:
                 return e.outcomes
 
@@ -206,20 +216,6 @@ class BatchRunner(StepRunner):
                 self.parts[k].checks = outcomes
 
         return audit
-
-    def _evaluate_tests(self, conn: Any, window: PartitionWindow, table: str, tests: tuple[Any, ...]) -> list[CheckOutcome]:
-        from lineage_defs.run.checks import read_custom
-        from lineage_defs.run.compile import compile_statement
-
-        def custom(script: str) -> tuple[str, dict[str, Any]]:
-            stmts = read_custom(self.settings.pipelines_dir, self.step.path, script)
-            if not stmts:
-                raise RunError(f"data_test script '{script}' is empty", Location(self.step.path), "write a SELECT returning the violating rows")
-            c = compile_statement(stmts[-1].sql.rstrip().rstrip(";"), "duckdb", window, self.session.object_path)
-            return c.sql, c.params
-
-        conn.execute(f"CREATE OR REPLACE TEMP VIEW _slice AS SELECT * FROM {table}")
-        return evaluate(conn, tests, table, self.session.table_sql, custom, self.step.path)
 
     def _write_together(self, result: SliceResult, keys: list[str], rows: int) -> None:
         """A table or one object: the batch's partitions replaced in one transaction."""

@@ -241,10 +241,41 @@ class StepRunner:
             self._manual_checks(window, result)
             return
         last, line, _ = compiled[-1]
-        stage = f"CREATE OR REPLACE TEMP TABLE {SLICE} AS {last.sql.rstrip().rstrip(';')}"
+        select = last.sql.rstrip().rstrip(";")
+        if self.unstaged(result.target):
+            # Nothing audits the slice and the strategy reads it once: its INSERT runs
+            # the SELECT itself (no staging copy).
+            self._write(window, result, None, (f"({select})", last.params), self._columns(select, last.params, line))
+            return
+        stage = f"CREATE OR REPLACE TEMP TABLE {SLICE} AS {select}"
         staged = self.session.execute(stage, last.params, self._where(line)).fetchone()
         result.sql.append(stage)
         self._write(window, result, int(staged[0]) if staged else None)
+
+    def _columns(self, select: str, params: dict[str, Any], line: int) -> tuple[tuple[str, str], ...]:
+        """The SELECT's columns, bound once per range (binding a lake scan reads its catalog).
+
+        Bound again for each partition when the SELECT reads objects (their
+        schema may differ per partition) or the setup statements change objects.
+        """
+        key = select if not self.needs_reset and not any(k.startswith("__lineage_") for k in params) else None
+        cached = getattr(self, "_select_columns", {})
+        if key is None or key not in cached:
+            cur = self.session.execute(f"SELECT * FROM ({select}) LIMIT 0", params, self._where(line))
+            cols = tuple((d[0], str(d[1])) for d in cur.description)
+            if key is None:
+                return cols
+            self._select_columns = {key: cols}
+            return cols
+        return cached[key]
+
+    def unstaged(self, target: str) -> bool:
+        """Whether the write can read the SELECT directly (see ``WriteRequest.slice_params``)."""
+        return (
+            not self.step.tests
+            and self.step.strategy in ("replace", "partition_replace", "append")
+            and target.split("://", 1)[0] in ("ducklake", "duckdb", "datatable")
+        )
 
     def _run_postgres(self, window: PartitionWindow | None, result: SliceResult) -> None:
         compiled = self._compiled(window, "postgres", "pyformat")
@@ -296,10 +327,19 @@ class StepRunner:
         self._write(window, result, getattr(self, "staged_rows", None))
         return result
 
-    def _write(self, window: PartitionWindow | None, result: SliceResult, rows: int | None = None) -> None:
+    def _write(
+        self,
+        window: PartitionWindow | None,
+        result: SliceResult,
+        rows: int | None = None,
+        query: tuple[str, dict[str, Any]] | None = None,
+        columns: tuple[tuple[str, str], ...] | None = None,
+    ) -> None:
         from lineage_defs.run.write import write
 
         req = dataclasses.replace(write_request(self.step, result.target, window), slice_rows=rows)
+        if query is not None:
+            req = dataclasses.replace(req, slice_table=query[0], slice_params=query[1], slice_columns=columns)
         outcomes: list[CheckOutcome] = []
 
         def audit(conn: Any) -> None:
@@ -327,7 +367,7 @@ class StepRunner:
             record_schema(self.settings.state_dir, self.step.uri, schema)
             self._recorded = list(schema)
 
-    def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str) -> list[CheckOutcome]:
+    def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str, tests: tuple[Any, ...] | None = None) -> list[CheckOutcome]:
         def custom(script: str) -> tuple[str, dict[str, Any]]:
             stmts = read_custom(self.settings.pipelines_dir, self.step.path, script)
             if not stmts:
@@ -336,7 +376,7 @@ class StepRunner:
             return c.sql, c.params
 
         conn.execute(f"CREATE OR REPLACE TEMP VIEW _slice AS SELECT * FROM {slice_table}")
-        return evaluate(conn, self.step.tests, slice_table, self.session.table_sql, custom, self.step.path)
+        return evaluate(conn, self.step.tests if tests is None else tests, slice_table, self.session.table_sql, custom, self.step.path)
 
     def _manual_checks(self, window: PartitionWindow | None, result: SliceResult) -> None:
         """A manual step wrote its target itself: test the target afterwards (no rollback possible)."""

@@ -52,7 +52,7 @@ def apply(ctx: WriteContext) -> None:
     elif known is None or ctx.req.partition in known:
         ctx.run(f"DELETE FROM {ctx.target} WHERE {col} = $partition", {"partition": ctx.req.partition})
     part, params = ctx.partition_select()
-    ctx.run(f"INSERT INTO {ctx.target} BY NAME SELECT {ctx.select_list(cast=True)}{part} FROM {ctx.slice}", params)
+    ctx.inserted = ctx.scalar(f"INSERT INTO {ctx.target} BY NAME SELECT {ctx.select_list(cast=True)}{part} FROM {ctx.slice}", params)
     if known is not None:
         known.update(batch or (str(ctx.req.partition),))
 
