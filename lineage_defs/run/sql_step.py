@@ -179,13 +179,13 @@ class StepRunner:
             else:
                 self._run_duckdb(window, result)
         except BaseException as e:  # reported per partition; the caller decides whether to go on
-            result.error = self._explain(e, window)
+            err: BaseException = e
             if isinstance(e, RunError) and e.location is None and self.step.statements:
                 # a write-layer error (duplicate keys, schema change …): name the
                 # script and its trailing SELECT, whose rows were being written
-                where = self._where(self.step.statements[-1].line)
-                result.error = RunError(e.message, where, e.fix)
-                result.error.__cause__ = e
+                err = RunError(e.message, self._where(self.step.statements[-1].line), e.fix)
+                err.__cause__ = e
+            result.error = self._explain(err, window)
             if self.pg is not None:
                 self.pg.rollback()
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
