@@ -173,8 +173,9 @@ def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list
         d = slice_dict(r)
         done.append(d)
         if r.error is not None:
+            if not failed or failed[-1][1] is not r.error:  # a set-based batch fails its partitions with one error: log it once
+                context.log.error(f"{step.path}{' partition ' + r.partition if r.partition else ''} failed: {r.error}")
             failed.append((r.partition, r.error))
-            context.log.error(f"{step.path}{' partition ' + r.partition if r.partition else ''} failed: {r.error}")
             continue
         for w in d["warnings"]:
             context.log.warning(f"{step.path}: {w}")
