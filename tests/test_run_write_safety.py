@@ -43,6 +43,45 @@ def test_partition_writes_in_any_order_leave_the_last_write_of_each(write_target
     assert t.rows() == expected
 
 
+PARTS = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]
+# a write: (partitions it replaces, rows per partition); one partition = a single write, more = a set-based batch
+WRITES = st.tuples(st.lists(st.sampled_from(PARTS), min_size=1, max_size=4, unique=True), st.integers(0, 3))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(WRITES, min_size=1, max_size=8), st.sampled_from(["ducklake", "postgres", "parquet"]))
+def test_batches_and_single_writes_in_any_order_leave_the_last_write_of_each(write_target: Any, writes: list[tuple[list[str], int]], substrate: str) -> None:
+    t = write_target(substrate, "batchprop")
+    last: dict[str, int] = {}
+    for k, (partitions, n) in enumerate(writes):
+        if len(partitions) == 1:
+            t.write("partition_replace", f"SELECT range AS i, {n} AS n FROM range({n})", partition=partitions[0])
+        else:
+            # the batch's rows carry their partition; a partition of the batch with no rows is emptied
+            rows = " UNION ALL ".join(f"SELECT range AS i, {n} AS n, '{p}' AS _partition FROM range({n if j % 2 == 0 else 0})" for j, p in enumerate(partitions))
+            t.write("partition_replace", rows, partitions=tuple(partitions))
+        for j, p in enumerate(partitions):
+            last[p] = n if len(partitions) == 1 or j % 2 == 0 else 0
+    expected = sorted((i, n, p) for p, n in last.items() for i in range(n))
+    assert t.rows() == expected
+
+
+@pytest.mark.parametrize("substrate", ("ducklake", "duckdb", "postgres"))
+def test_unstaged_slices_are_read_once_by_the_write(write_target: Any, substrate: str) -> None:
+    """No staging copy: the write's INSERT runs the bound SELECT and counts its rows; a failing SELECT writes nothing."""
+    t = write_target(substrate)
+    query = "(SELECT range AS i, $tag AS tag FROM range($n))"
+    for partition, tag, n, known in (("p1", "a", 3, None), ("p2", "b", 2, (("i", "BIGINT"), ("tag", "VARCHAR"))), ("p1", "c", 1, None)):
+        r = write(t.session, WriteRequest(t.uri, "partition_replace", query, partition=partition, slice_params={"tag": tag, "n": n}, slice_columns=known))
+        assert r.rows == n
+        assert all("'a'" not in sql and "'c'" not in sql for sql in r.sql)  # the values stayed bound
+    before = [(0, "b", "p2"), (0, "c", "p1"), (1, "b", "p2")]
+    assert t.rows() == before
+    with pytest.raises(RunError, match="statement failed: Conversion Error"):
+        write(t.session, WriteRequest(t.uri, "partition_replace", "(SELECT CAST($tag AS INTEGER) AS i, $tag AS tag)", partition="p3", slice_params={"tag": "x"}))
+    assert t.rows() == before
+
+
 # -- merge keys ------------------------------------------------------------------------
 @pytest.mark.parametrize("substrate", ("ducklake", "postgres", "parquet"))
 def test_merge_duplicate_keys_fail_before_writing(write_target: Any, substrate: str) -> None:
@@ -353,17 +392,23 @@ CHILD = textwrap.dedent(
     from lineage_defs.run.write import WriteRequest, write
     settings = RunSettings(state_dir=sys.argv[1], postgres_dsn=sys.argv[3] or None)
     s = Session(settings)
-    s.conn.execute("CREATE TEMP TABLE slice AS SELECT range AS id, 'new' AS name FROM range(500000)")
+    if sys.argv[4] == "batch":  # a set-based batch replacing p1 and p2 together
+        s.conn.execute("CREATE TEMP TABLE slice AS SELECT range AS id, 'new' AS name, CASE WHEN range % 2 = 0 THEN 'p1' ELSE 'p2' END AS _partition FROM range(500000)")
+        req = WriteRequest(sys.argv[2], "partition_replace", "slice", partitions=("p1", "p2"))
+    else:
+        s.conn.execute("CREATE TEMP TABLE slice AS SELECT range AS id, 'new' AS name FROM range(500000)")
+        req = WriteRequest(sys.argv[2], "partition_replace", "slice", partition="p1")
     def audit(conn):
         print("IN-TRANSACTION", flush=True)
         time.sleep(60)
-    write(s, WriteRequest(sys.argv[2], "partition_replace", "slice", partition="p1"), audit)
+    write(s, req, audit)
     """
 )
 
 
+@pytest.mark.parametrize("mode", ("single", "batch"))
 @pytest.mark.parametrize("substrate", ("ducklake", "postgres"))
-def test_sigkill_mid_write_leaves_previous_contents(write_target: Any, state_dir: Path, substrate: str) -> None:
+def test_sigkill_mid_write_leaves_previous_contents(write_target: Any, state_dir: Path, substrate: str, mode: str) -> None:
     t = write_target(substrate, fresh=True)
     t.write("partition_replace", "SELECT range AS id, 'old' AS name FROM range(1000)", partition="p1")
     t.write("partition_replace", "SELECT range AS id, 'other' AS name FROM range(10)", partition="p2")
@@ -371,7 +416,7 @@ def test_sigkill_mid_write_leaves_previous_contents(write_target: Any, state_dir
     t.session.close()  # the child needs the state dir's lock
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(state_dir), t.uri, dsn], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+        [sys.executable, "-c", CHILD, str(state_dir), t.uri, dsn, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
     )
     try:
         assert child.stdout is not None

@@ -173,8 +173,9 @@ def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list
         d = slice_dict(r)
         done.append(d)
         if r.error is not None:
+            if not failed or failed[-1][1] is not r.error:  # a set-based batch fails its partitions with one error: log it once
+                context.log.error(f"{step.path}{' partition ' + r.partition if r.partition else ''} failed: {r.error}")
             failed.append((r.partition, r.error))
-            context.log.error(f"{step.path}{' partition ' + r.partition if r.partition else ''} failed: {r.error}")
             continue
         for w in d["warnings"]:
             context.log.warning(f"{step.path}: {w}")
@@ -201,13 +202,14 @@ def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list
     yield from _check_results(step, key, done)
     if failed:
         first = failed[0][1]
-        names = ", ".join(p or "(unpartitioned)" for p, _ in failed)
+        names = ", ".join(p or "(unpartitioned)" for p, _ in failed[:10]) + (f" … ({len(failed)} in all)" if len(failed) > 10 else "")
         if wins == [None]:
             raise first
+        others = "the others are materialized" if committed else "none was materialized"
         raise RunError(
             f"{len(failed)} of {len(wins)} partitions failed: {names}; first error: {first}",
             Location(step.path),
-            "fix the failing partitions and re-run them; the others are materialized",
+            f"fix the failing partitions and re-run them; {others}",
         ) from first
 
 

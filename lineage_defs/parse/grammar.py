@@ -169,9 +169,14 @@ def _partitioned(ln: _Line, args: list[Token]) -> None:
     if kind is None:
         return
     if kind == "dynamic":
-        o = ln.options(args[1:], {"key": ln.text}, what="partitioned dynamic")
+        o = ln.options(args[1:], {"key": ln.text, "time_column": ln.column, "batch": ln.integer}, what="partitioned dynamic")
         if o is None:
             return
+        for opt in ("time_column", "batch"):
+            tok = next((t for t in args if t.key == opt), None)
+            if tok is not None:
+                ln.error(Token(tok.key or "", tok.start), f"'{opt}=' needs time partitions: dynamic partitions have no time window", f"drop {opt}=, or partition by time (daily|hourly|weekly|monthly)")
+                return
         key = o.get("key")
         if not key or not str(key).startswith("$"):
             tok = next((t for t in args if t.key == "key"), None)
@@ -200,9 +205,23 @@ def _partitioned(ln: _Line, args: list[Token]) -> None:
         ln.error(_value_at(t), f"bad partition key format '{t.value}'", "write a strftime format, e.g. format=%Y%m%d")
         return None
 
-    o = ln.options(args[1:], {"tz": ln.tz, "format": fmt, "start": start}, what=f"partitioned {kind}")
-    if o is not None:
-        ln.b.values["partitioned"] = Partitioning(kind, o.get("tz"), o.get("format"), o.get("start"), at=ln.loc())  # type: ignore[arg-type]
+    def batch(t: Token) -> int | None:
+        n = ln.integer(t)
+        if n == 0:
+            ln.error(_value_at(t), "batch=0 runs no partition", "write batch=<n> with n ≥ 1 partitions per batch, or drop it for the whole range")
+            return None
+        return n
+
+    o = ln.options(args[1:], {"tz": ln.tz, "format": fmt, "start": start, "time_column": ln.column, "batch": batch}, what=f"partitioned {kind}")
+    if o is None:
+        return
+    if "batch" in o and "time_column" not in o:
+        tok = next(t for t in args if t.key == "batch")
+        ln.error(Token(tok.text, tok.start), "'batch=' needs time_column=", "add time_column=<the rows' timestamp column> so a range can run set-based, or drop batch=")
+        return
+    ln.b.values["partitioned"] = Partitioning(
+        kind, o.get("tz"), o.get("format"), o.get("start"), time_column=o.get("time_column"), batch=o.get("batch"), at=ln.loc()  # type: ignore[arg-type]
+    )
 
 
 def _materialize(ln: _Line, args: list[Token]) -> None:
@@ -553,6 +572,32 @@ def _no_repeats(b: _Builder, named: list[tuple[str, Location | None]], message: 
             first[name] = at.line
 
 
+def option_at(at: Location | None, name: str) -> Location | None:
+    """Where option ``name=`` is on an annotation's line (the whole line's start if absent)."""
+    if at is None:
+        return None
+    col = at.text.find(f" {name}=")
+    if col < 0:
+        return at
+    return replace(at, col=col + 2, width=len(name))
+
+
+def _time_column_fits(b: _Builder, part: Partitioning, mat: Materialize | None) -> None:
+    """``time_column=`` makes range runs set-based: only managed partition-replace SQL steps can do that."""
+    at = option_at(part.at, "time_column")
+    if b.language not in ("duckdb", "postgres"):
+        b.errors.append(AnnotationError("'time_column=' runs a range set-based, which only SQL steps do", at, "drop time_column= (Python and Bash steps run one partition per run)"))
+    elif mat is None or mat.manual:
+        b.errors.append(AnnotationError("'time_column=' needs a managed 'materialize': the runtime writes each batch", at, "write 'materialize <uri>' without manual, or drop time_column="))
+    elif mat.key or mat.append:
+        what = "merge (key=)" if mat.key else "append"
+        b.errors.append(AnnotationError(
+            f"'time_column=' batches replace whole partitions; a {what} target is written row by row",
+            at,
+            "drop time_column= to run partitions one by one, or drop key=/append for a partition replace",
+        ))
+
+
 def _freeze(b: _Builder, body_line: int) -> Header:
     v, ls = b.values, b.lists
     mat = v.get("materialize")
@@ -575,6 +620,8 @@ def _freeze(b: _Builder, body_line: int) -> Header:
             b.errors.append(AnnotationError("'history' cannot be combined with 'partitioned'", mat.at, "an scd2 table keeps all versions itself: drop 'partitioned', or drop history for a partitioned snapshot"))
         if b.language == "bash" and not mat.manual:
             b.errors.append(AnnotationError("a Bash step writes its own output", mat.at, f"write 'materialize manual {mat.uri}'"))
+    if isinstance(part, Partitioning) and part.time_column:
+        _time_column_fits(b, part, mat if isinstance(mat, Materialize) else None)
     tests = [t for t in ls.get("tests", ()) if isinstance(t, DataTest)]
     _no_repeats(b, [(t.name, t.at) for t in tests], "a second data_test named '{}'", "each check needs its own name: merge the two lines, or test another column")
     cols = [c for c in ls.get("columns", ()) if isinstance(c, ColumnDecl)]

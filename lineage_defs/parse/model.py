@@ -45,6 +45,8 @@ class Partitioning:
     format: str | None = None
     start: str | None = None
     key: str | None = None  # dynamic: JSON path into the trigger payload
+    time_column: str | None = None  # the rows' own time: range runs go set-based (SPEC section 4)
+    batch: int | None = None  # partitions per set-based batch (None: the whole range)
     at: Location | None = field(default=None, compare=False)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from lineage_defs.errors import AnnotationError, LineageDefsError, Location, SpecError
+from lineage_defs.plan.batching import batching_errors
 from lineage_defs.plan.cache import content_hash
 from lineage_defs.plan.files import FileResult
 from lineage_defs.plan.refs import match_template
@@ -110,6 +111,7 @@ def build_step(
             errors.append(AnnotationError(f"data_test script '{t.script}' not found", t.at, f"the path is relative to {folder}/ or the pipelines folder"))
 
     statements = a.statements
+    errors.extend(batching_errors(rel, h.partitioned, statements, h.language))
     return StepSpec(
         name=op_name(pipeline, rel, names),
         pipeline=pipeline,

@@ -31,10 +31,16 @@ class CheckOutcome:
 class CheckFailed(RunError):
     """A blocking data test failed; the slice was rolled back."""
 
-    def __init__(self, outcomes: list[CheckOutcome], path: str) -> None:
+    def __init__(self, outcomes: list[CheckOutcome], path: str, by_partition: dict[str, list[CheckOutcome]] | None = None) -> None:
         self.outcomes = outcomes
-        failed = [o for o in outcomes if not o.passed and o.severity == "error"]
-        lines = [f"{o.name}: {o.failing} failing ({o.description}); samples: {o.samples[:5]}" for o in failed]
+        self.by_partition = by_partition  # a set-based batch: each partition's outcomes
+        if by_partition is not None:
+            failed = [(f"{o.name} [{k}]", o) for k, os_ in by_partition.items() for o in os_ if not o.passed and o.severity == "error"]
+        else:
+            failed = [(o.name, o) for o in outcomes if not o.passed and o.severity == "error"]
+        lines = [f"{name}: {o.failing} failing ({o.description}); samples: {o.samples[:5]}" for name, o in failed[:10]]
+        if len(failed) > 10:
+            lines.append(f"… and {len(failed) - 10} more")
         super().__init__("data tests failed, the slice was rolled back:\n  " + "\n  ".join(lines), Location(path), "fix the data or the test; the previous contents are unchanged")
 
 
@@ -46,6 +52,33 @@ def _rows(conn: Any, sql: str, params: dict[str, Any] | None = None) -> tuple[in
     cur = conn.execute(f"SELECT * FROM ({sql}) LIMIT {MAX_SAMPLES}", params or None)
     cols = [d[0] for d in cur.description]
     return n, [{c: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for c, v in zip(cols, row)} for row in cur.fetchall()]
+
+
+def _violations(t: DataTest, table: str, ref_table: Any, by: str | None = None) -> tuple[str, dict[str, Any], str]:
+    """(SQL of the violating rows, params, description) of a built-in test on ``table``.
+
+    ``by`` (a batch's partition column) is kept in every row, so the rows can be
+    counted per partition; ``unique`` then means unique within each partition.
+    """
+    col = ident(t.column) if t.column else ""
+    if t.kind == "unique":
+        keys = f"{ident(by)}, {col}" if by else col
+        return f"SELECT {keys}, count(*) AS n FROM {table} WHERE {col} IS NOT NULL GROUP BY {keys} HAVING count(*) > 1", {}, f"{t.column} is unique"
+    if t.kind == "not_null":
+        return f"SELECT * FROM {table} WHERE {col} IS NULL", {}, f"{t.column} is not null"
+    if t.kind == "accepted_values":
+        sql = f"SELECT * FROM {table} WHERE {col} IS NOT NULL AND CAST({col} AS VARCHAR) NOT IN (SELECT unnest($accepted))"
+        return sql, {"accepted": list(t.values)}, f"{t.column} in {list(t.values)}"
+    if t.kind == "relationships":
+        ref = ref_table(t.ref_uri)
+        sql = f"SELECT s.* FROM {table} s WHERE s.{col} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {ref} r WHERE r.{ident(t.ref_column or '')} = s.{col})"
+        return sql, {}, f"{t.column} → {t.ref_uri}.{t.ref_column}"
+    raise ValueError(t.kind)  # row_count and custom tests are evaluated by the callers
+
+
+def _row_count(t: DataTest, n: int, table: str) -> CheckOutcome:
+    ok = (t.min is None or n >= t.min) and (t.max is None or n <= t.max)
+    return CheckOutcome(t.name, ok, t.severity, 0 if ok else n, [], f"SELECT count(*) FROM {table}", f"row count {n} in [{t.min}, {t.max}]")
 
 
 def evaluate(
@@ -63,30 +96,14 @@ def evaluate(
     """
     out = []
     for t in tests:
-        params: dict[str, Any] = {}
-        col = ident(t.column) if t.column else ""
-        if t.kind == "unique":
-            sql = f"SELECT {col}, count(*) AS n FROM {slice_table} WHERE {col} IS NOT NULL GROUP BY {col} HAVING count(*) > 1"
-            desc = f"{t.column} is unique"
-        elif t.kind == "not_null":
-            sql = f"SELECT * FROM {slice_table} WHERE {col} IS NULL"
-            desc = f"{t.column} is not null"
-        elif t.kind == "accepted_values":
-            sql = f"SELECT * FROM {slice_table} WHERE {col} IS NOT NULL AND CAST({col} AS VARCHAR) NOT IN (SELECT unnest($accepted))"
-            params = {"accepted": list(t.values)}
-            desc = f"{t.column} in {list(t.values)}"
-        elif t.kind == "relationships":
-            ref = ref_table(t.ref_uri)
-            sql = f"SELECT s.* FROM {slice_table} s WHERE s.{col} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {ref} r WHERE r.{ident(t.ref_column or '')} = s.{col})"
-            desc = f"{t.column} → {t.ref_uri}.{t.ref_column}"
-        elif t.kind == "row_count":
-            n = int(conn.execute(f"SELECT count(*) FROM {slice_table}").fetchone()[0])
-            ok = (t.min is None or n >= t.min) and (t.max is None or n <= t.max)
-            out.append(CheckOutcome(t.name, ok, t.severity, 0 if ok else n, [], f"SELECT count(*) FROM {slice_table}", f"row count {n} in [{t.min}, {t.max}]"))
+        if t.kind == "row_count":
+            out.append(_row_count(t, int(conn.execute(f"SELECT count(*) FROM {slice_table}").fetchone()[0]), slice_table))
             continue
-        else:
+        if t.kind == "custom":
             sql, params = custom_sql(t.script)
             desc = f"{t.script} returns no rows"
+        else:
+            sql, params, desc = _violations(t, slice_table, ref_table)
         try:
             n, samples = _rows(conn, sql, params)
         except Exception as e:
@@ -94,6 +111,55 @@ def evaluate(
         out.append(CheckOutcome(t.name, n == 0, t.severity, n, samples, sql, desc))
     if any(not o.passed and o.severity == "error" for o in out):
         raise CheckFailed(out, path)
+    return out
+
+
+def evaluate_by_partition(
+    conn: Any,
+    tests: tuple[DataTest, ...],
+    batch_table: str,
+    by: str,
+    keys: list[str],
+    ref_table: Any,
+    custom: Any,
+    path: str,
+) -> dict[str, list[CheckOutcome]]:
+    """The tests of a set-based batch, each partition judged on its own rows (as if written alone).
+
+    Built-in tests run once over the batch, grouped by the partition column
+    ``by``; ``custom(key)`` evaluates the custom tests of one partition. Raises
+    ``CheckFailed`` (every partition's outcomes) after all ran if a blocking one failed.
+    """
+    out: dict[str, list[CheckOutcome]] = {k: [] for k in keys}
+    for t in tests:
+        if t.kind == "row_count":
+            counts = dict(conn.execute(f"SELECT {ident(by)}, count(*) FROM {batch_table} GROUP BY 1").fetchall())
+            for k in keys:
+                out[k].append(_row_count(t, int(counts.get(k, 0)), batch_table))
+            continue
+        if t.kind == "custom":
+            continue
+        sql, params, desc = _violations(t, batch_table, ref_table, by)
+        try:
+            counts = dict(conn.execute(f"SELECT {ident(by)}, count(*) FROM ({sql}) GROUP BY 1", params or None).fetchall())
+            samples: dict[str, list[dict[str, Any]]] = {}
+            if counts:
+                cur = conn.execute(f"SELECT * FROM ({sql}) QUALIFY row_number() OVER (PARTITION BY {ident(by)}) <= {MAX_SAMPLES}", params or None)
+                cols = [d[0] for d in cur.description]
+                for row in cur.fetchall():
+                    rec = {c: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for c, v in zip(cols, row)}
+                    samples.setdefault(str(rec.pop(by)), []).append(rec)
+        except Exception as e:
+            raise RunError(f"data test '{t.name}' could not run: {e}", t.at or Location(path), "fix the test or the column it names") from e
+        for k in keys:
+            n = int(counts.get(k, 0))
+            out[k].append(CheckOutcome(t.name, n == 0, t.severity, n, samples.get(k, []), sql, desc))
+    if any(t.kind == "custom" for t in tests):
+        for k in keys:
+            out[k].extend(custom(k))
+    failed = {k: [o for o in os_ if not o.passed and o.severity == "error"] for k, os_ in out.items()}
+    if any(failed.values()):
+        raise CheckFailed([o for os_ in out.values() for o in os_], path, by_partition=out)
     return out
 
 

@@ -179,19 +179,38 @@ class StepRunner:
             else:
                 self._run_duckdb(window, result)
         except BaseException as e:  # reported per partition; the caller decides whether to go on
-            result.error = e
+            err: BaseException = e
             if isinstance(e, RunError) and e.location is None and self.step.statements:
                 # a write-layer error (duplicate keys, schema change …): name the
                 # script and its trailing SELECT, whose rows were being written
-                where = self._where(self.step.statements[-1].line)
-                result.error = RunError(e.message, where, e.fix)
-                result.error.__cause__ = e
+                err = RunError(e.message, self._where(self.step.statements[-1].line), e.fix)
+                err.__cause__ = e
+            result.error = self._explain(err, window)
             if self.pg is not None:
                 self.pg.rollback()
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
         result.seconds = time.perf_counter() - t0
         return result
+
+    def _explain(self, e: BaseException, window: PartitionWindow | None) -> BaseException:
+        """A failed statement whose input is not there yet: say which upstream to build first."""
+        if not (isinstance(e, RunError) and e.message.startswith("statement failed")):
+            return e
+        from lineage_defs.run.inputs import missing_after_failure
+
+        missing = missing_after_failure(self.session, self.step, window)
+        if not missing:
+            return e
+        first = missing[0]
+        build = f"{first.uri} partition {first.partition}" if first.partition else first.uri
+        err = RunError(
+            f"input not there yet: {'; '.join(m.describe() for m in missing)}",
+            e.location,
+            f"materialize {build} first, then re-run{' this partition' if window else ''} (engine said: {str(e.message).splitlines()[0][len('statement failed: '):][:200]})",
+        )
+        err.__suppress_context__ = True  # the engine's own words are in the fix; its "fix the statement" would mislead
+        return err
 
     def _compiled(self, window: PartitionWindow | None, dialect: str = "duckdb", paramstyle: str = "dollar") -> list[tuple[Compiled, int, str]]:
         out = []
@@ -222,10 +241,41 @@ class StepRunner:
             self._manual_checks(window, result)
             return
         last, line, _ = compiled[-1]
-        stage = f"CREATE OR REPLACE TEMP TABLE {SLICE} AS {last.sql.rstrip().rstrip(';')}"
+        select = last.sql.rstrip().rstrip(";")
+        if self.unstaged(result.target):
+            # Nothing audits the slice and the strategy reads it once: its INSERT runs
+            # the SELECT itself (no staging copy).
+            self._write(window, result, None, (f"({select})", last.params), self._columns(select, last.params, line))
+            return
+        stage = f"CREATE OR REPLACE TEMP TABLE {SLICE} AS {select}"
         staged = self.session.execute(stage, last.params, self._where(line)).fetchone()
         result.sql.append(stage)
         self._write(window, result, int(staged[0]) if staged else None)
+
+    def _columns(self, select: str, params: dict[str, Any], line: int) -> tuple[tuple[str, str], ...]:
+        """The SELECT's columns, bound once per range (binding a lake scan reads its catalog).
+
+        Bound again for each partition when the SELECT reads objects (their
+        schema may differ per partition) or the setup statements change objects.
+        """
+        key = select if not self.needs_reset and not any(k.startswith("__lineage_") for k in params) else None
+        cached = getattr(self, "_select_columns", {})
+        if key is None or key not in cached:
+            cur = self.session.execute(f"SELECT * FROM ({select}) LIMIT 0", params, self._where(line))
+            cols = tuple((d[0], str(d[1])) for d in cur.description)
+            if key is None:
+                return cols
+            self._select_columns = {key: cols}
+            return cols
+        return cached[key]
+
+    def unstaged(self, target: str) -> bool:
+        """Whether the write can read the SELECT directly (see ``WriteRequest.slice_params``)."""
+        return (
+            not self.step.tests
+            and self.step.strategy in ("replace", "partition_replace", "append")
+            and target.split("://", 1)[0] in ("ducklake", "duckdb", "datatable")
+        )
 
     def _run_postgres(self, window: PartitionWindow | None, result: SliceResult) -> None:
         compiled = self._compiled(window, "postgres", "pyformat")
@@ -277,10 +327,19 @@ class StepRunner:
         self._write(window, result, getattr(self, "staged_rows", None))
         return result
 
-    def _write(self, window: PartitionWindow | None, result: SliceResult, rows: int | None = None) -> None:
+    def _write(
+        self,
+        window: PartitionWindow | None,
+        result: SliceResult,
+        rows: int | None = None,
+        query: tuple[str, dict[str, Any]] | None = None,
+        columns: tuple[tuple[str, str], ...] | None = None,
+    ) -> None:
         from lineage_defs.run.write import write
 
         req = dataclasses.replace(write_request(self.step, result.target, window), slice_rows=rows)
+        if query is not None:
+            req = dataclasses.replace(req, slice_table=query[0], slice_params=query[1], slice_columns=columns)
         outcomes: list[CheckOutcome] = []
 
         def audit(conn: Any) -> None:
@@ -295,9 +354,20 @@ class StepRunner:
         result.rows = wr.rows
         result.sql.extend(wr.sql)
         result.checks = outcomes
-        record_schema(self.settings.state_dir, self.step.uri, wr.schema)
+        if wr.rows == 0 and window is not None:
+            from lineage_defs.run.inputs import missing_partitions
 
-    def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str) -> list[CheckOutcome]:
+            for m in missing_partitions(self.session, self.step, window):
+                wr.warnings.append(f"wrote an empty partition: upstream {m.describe()} — materialize {m.uri} partition {m.partition} first, then re-run this one")
+        self.record_schema(wr.schema)
+
+    def record_schema(self, schema: list[tuple[str, str]]) -> None:
+        """Capture the target's schema once per range unless a partition changed it."""
+        if getattr(self, "_recorded", None) != schema:
+            record_schema(self.settings.state_dir, self.step.uri, schema)
+            self._recorded = list(schema)
+
+    def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str, tests: tuple[Any, ...] | None = None) -> list[CheckOutcome]:
         def custom(script: str) -> tuple[str, dict[str, Any]]:
             stmts = read_custom(self.settings.pipelines_dir, self.step.path, script)
             if not stmts:
@@ -306,7 +376,7 @@ class StepRunner:
             return c.sql, c.params
 
         conn.execute(f"CREATE OR REPLACE TEMP VIEW _slice AS SELECT * FROM {slice_table}")
-        return evaluate(conn, self.step.tests, slice_table, self.session.table_sql, custom, self.step.path)
+        return evaluate(conn, self.step.tests if tests is None else tests, slice_table, self.session.table_sql, custom, self.step.path)
 
     def _manual_checks(self, window: PartitionWindow | None, result: SliceResult) -> None:
         """A manual step wrote its target itself: test the target afterwards (no rollback possible)."""
@@ -323,7 +393,15 @@ class StepRunner:
 
 
 def run_windows(settings: RunSettings, step: StepSpec, windows: list[PartitionWindow | None]) -> Iterator[SliceResult]:
-    """Run the partitions in order on one session; each result carries its own error."""
+    """Run the partitions in order on one session; each result carries its own error.
+
+    A step with ``time_column`` runs set-based (``lineage_defs.run.batch``).
+    """
+    if step.partitioning is not None and step.partitioning.time_column and None not in windows:
+        from lineage_defs.run.batch import run_batches
+
+        yield from run_batches(settings, step, windows)  # type: ignore[arg-type]
+        return
     with StepRunner(settings, step) as runner:
         for w in windows:
             yield runner.run(w)

@@ -232,10 +232,21 @@ class Session:
         # The statement holds the DSN or catalog string: the error names neither,
         # and is raised outside the handler so no exception chain carries the engine's quote of it.
         failure = None
-        try:
-            self.conn.execute(self.attach_sql(substrate, alias))
-        except Exception as e:
-            failure = self.redact(str(e))
+        sql = self.attach_sql(substrate, alias)
+        for attempt in range(5):
+            try:
+                self.conn.execute(sql)
+                failure = None
+                break
+            except Exception as e:
+                failure = self.redact(str(e))
+                # Two processes attaching a new shared lake race to create its catalog
+                # tables; the loser finds them created on the next try.
+                if "Failed to initialize DuckLake" not in str(e) or self.is_embedded(substrate):
+                    break
+                import time
+
+                time.sleep(0.2 * (attempt + 1))
         if failure is not None:
             raise RunError(f"could not attach {substrate} as {alias}: {failure}", fix=f"check the connection settings of {substrate} (see the README's Configuration)")
         self.aliases[substrate] = alias

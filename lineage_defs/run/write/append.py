@@ -20,4 +20,4 @@ def create(ctx: WriteContext) -> None:
 
 def apply(ctx: WriteContext) -> None:
     part, params = ctx.partition_select()
-    ctx.run(f"INSERT INTO {ctx.target} BY NAME SELECT {ctx.select_list(cast=True)}{part} FROM {ctx.slice}", params)
+    ctx.inserted = ctx.scalar(f"INSERT INTO {ctx.target} BY NAME SELECT {ctx.select_list(cast=True)}{part} FROM {ctx.slice}", params)

@@ -32,6 +32,14 @@ class WriteRequest:
     on_schema_change: str = "warn"  # warn | ignore | fail | sync
     valid_at: str | None = None  # scd2: ISO timestamp of this version (partition start or run time)
     slice_rows: int | None = None  # the slice's row count when the caller already knows it (saves a scan)
+    # A set-based batch (partition_replace): the slice already carries PARTITION_COLUMN
+    # and these partitions are replaced together, in the one transaction.
+    partitions: tuple[str, ...] = ()
+    # The slice unstaged: ``slice_table`` is the step's SELECT as a subquery ``(...)``,
+    # bound with these parameters, and read once — by the strategy's one INSERT /
+    # CREATE, which also counts its rows (replace, partition_replace, append).
+    slice_params: dict[str, Any] | None = None
+    slice_columns: tuple[tuple[str, str], ...] | None = None  # the slice's (name, type), when the caller knows them
 
 
 @dataclass(frozen=True)

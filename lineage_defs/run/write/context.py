@@ -81,6 +81,7 @@ class WriteContext:
     change: SchemaChange | None = None
     synced: bool = False  # the target was ALTERed to the slice's schema
     _slice_columns: list[Column] | None = None
+    inserted: int | None = None  # rows the strategy's INSERT / CREATE ... AS reported
 
     # -- running statements ---------------------------------------------------
     def run(self, sql: str, params: dict[str, Any] | None = None, shown: str | None = None) -> Any:
@@ -88,9 +89,14 @@ class WriteContext:
         import duckdb
 
         self.sql.append(shown or sql)
+        unstaged = self.req.slice_params is not None and self.slice in sql
+        if unstaged:
+            params = {**(self.req.slice_params or {}), **(params or {})}
         try:
             return self.session.conn.execute(sql, params or None)
         except duckdb.Error as e:
+            if unstaged:  # the step's own SELECT runs inside this statement: its failure is the statement's
+                raise RunError(f"statement failed: {e}", fix="fix the statement shown above") from e
             raise RunError(
                 f"{self.req.strategy} write to {self.req.uri} failed: {e}\n    while running: {sql}",
                 fix="the previous contents are untouched; fix the slice or the target and re-run",
@@ -107,7 +113,7 @@ class WriteContext:
         """``CREATE [OR REPLACE] TABLE target AS <select>`` (TEMP for an object's stand-in)."""
         temp = "TEMP " if self.flavor == "object" else ""
         verb = "CREATE OR REPLACE" if replace else "CREATE"
-        self.run(f"{verb} {temp}TABLE {self.target} AS {select}", params)
+        self.inserted = self.scalar(f"{verb} {temp}TABLE {self.target} AS {select}", params)
 
     def describe(self, name: str) -> list[Column]:
         return [(r[0], r[1]) for r in self.rows(f"DESCRIBE {name}")]
@@ -120,7 +126,15 @@ class WriteContext:
     def slice_columns(self) -> list[Column]:
         """The slice's columns (described once: the slice does not change during a write)."""
         if self._slice_columns is None:
-            self._slice_columns = self.describe(self.slice)
+            if self.req.slice_columns is not None:
+                cols = list(self.req.slice_columns)
+            elif self.req.slice_params is not None:  # bind the query, run nothing: its columns
+                cols = [(d[0], str(d[1])) for d in self.run(f"SELECT * FROM {self.slice} LIMIT 0").description]
+            else:
+                cols = self.describe(self.slice)
+            if self.req.partitions:  # a batch's own partition column is the write's, not the user's
+                cols = [c for c in cols if c[0] != PARTITION_COLUMN]
+            self._slice_columns = cols
         return self._slice_columns
 
     @property
@@ -147,6 +161,8 @@ class WriteContext:
 
         Left out when inserting into an existing target that has no such column.
         """
+        if self.req.partitions:
+            return f", {ident(PARTITION_COLUMN)}", {}  # each row's partition, derived when the batch was staged
         if self.req.partition is None:
             return "", {}
         if not new_table and self.existing is not None and PARTITION_COLUMN not in self.target_names:
@@ -227,10 +243,13 @@ def check_no_managed(ctx: WriteContext) -> None:
 
 
 # -- the frame every target shares ---------------------------------------------------
-def prepare(ctx: WriteContext, strategy: Strategy) -> int:
-    """Checks that need only the slice, before BEGIN; returns the slice's row count."""
+def prepare(ctx: WriteContext, strategy: Strategy) -> int | None:
+    """Checks that need only the slice, before BEGIN; returns the slice's row count (None: the write counts it)."""
     known = ctx.req.slice_rows
-    rows = known if known is not None else int(ctx.scalar(f"SELECT count(*) FROM {ctx.slice}"))
+    if known is None and ctx.req.slice_params is not None:
+        rows = None  # an unstaged slice is read once, by the write itself
+    else:
+        rows = known if known is not None else int(ctx.scalar(f"SELECT count(*) FROM {ctx.slice}"))
     check_no_managed(ctx)
     strategy.validate(ctx)
     return rows
@@ -253,7 +272,7 @@ def rollback(ctx: WriteContext) -> None:
             pass
 
 
-def result(ctx: WriteContext, rows: int, schema: list[Column], snapshot_id: int | None = None) -> WriteResult:
+def result(ctx: WriteContext, rows: int | None, schema: list[Column], snapshot_id: int | None = None) -> WriteResult:
     return WriteResult(
-        rows=rows, sql=ctx.sql, schema=schema, schema_change=ctx.change, snapshot_id=snapshot_id, warnings=ctx.warnings
+        rows=rows if rows is not None else int(ctx.inserted or 0), sql=ctx.sql, schema=schema, schema_change=ctx.change, snapshot_id=snapshot_id, warnings=ctx.warnings
     )

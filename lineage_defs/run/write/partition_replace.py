@@ -1,4 +1,4 @@
-"""partition_replace: delete the slice's partition, insert the slice.
+"""partition_replace: delete the slice's partition (or a batch's partitions), insert the slice.
 
 The partition key lives in the managed ``_partition`` VARCHAR column and is
 always a bound parameter. Other partitions are never touched, so writing
@@ -16,7 +16,7 @@ MANAGED: tuple[str, ...] = (PARTITION_COLUMN,)
 
 
 def validate(ctx: WriteContext) -> None:
-    if ctx.req.partition is None:
+    if ctx.req.partition is None and not ctx.req.partitions:
         raise RunError(
             f"partition_replace of {ctx.req.uri} needs a partition key",
             fix="run the step for a partition (the asset is partitioned) or use the replace strategy",
@@ -39,14 +39,22 @@ def apply(ctx: WriteContext) -> None:
             f"{ctx.req.uri} has no {PARTITION_COLUMN} column, so it was not written by partition_replace",
             fix=f"drop the table (it is re-created on the next run) or add a VARCHAR column {PARTITION_COLUMN}",
         )
-    params = {"partition": ctx.req.partition}
     known = _known_partitions(ctx)
-    if known is None or ctx.req.partition in known:
-        ctx.run(f"DELETE FROM {ctx.target} WHERE {ident(PARTITION_COLUMN)} = $partition", params)
+    col = ident(PARTITION_COLUMN)
+    batch = ctx.req.partitions
+    if batch:
+        if known is None or not known.isdisjoint(batch):
+            # BETWEEN bounds the scan (and is pushed down to PostgreSQL); the list is exact
+            ctx.run(
+                f"DELETE FROM {ctx.target} WHERE {col} BETWEEN $first AND $last AND list_contains($partitions, {col})",
+                {"first": min(batch), "last": max(batch), "partitions": list(batch)},
+            )
+    elif known is None or ctx.req.partition in known:
+        ctx.run(f"DELETE FROM {ctx.target} WHERE {col} = $partition", {"partition": ctx.req.partition})
     part, params = ctx.partition_select()
-    ctx.run(f"INSERT INTO {ctx.target} BY NAME SELECT {ctx.select_list(cast=True)}{part} FROM {ctx.slice}", params)
+    ctx.inserted = ctx.scalar(f"INSERT INTO {ctx.target} BY NAME SELECT {ctx.select_list(cast=True)}{part} FROM {ctx.slice}", params)
     if known is not None:
-        known.add(str(ctx.req.partition))
+        known.update(batch or (str(ctx.req.partition),))
 
 
 def _known_partitions(ctx: WriteContext) -> set[str] | None:

@@ -1,0 +1,99 @@
+"""Inputs that are not there yet: which upstream asset (and partition) to build first.
+
+Asked only after something went wrong or came out empty, so a healthy run
+pays nothing: a statement that failed is re-examined for upstream objects
+(``s3:///raw/{partition}.csv`` resolved for the partition) and tables that do
+not exist; an empty slice for upstream partitioned tables holding no row of
+the partition.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from lineage_defs import uris
+from lineage_defs.plan.spec import PARTITION_COLUMN, StepSpec
+from lineage_defs.run.context import PartitionWindow, resolve_token
+
+
+@dataclass(frozen=True)
+class Missing:
+    uri: str  # the upstream asset, as the graph names it
+    partition: str | None  # the partition of it to build, None when unpartitioned
+    what: str  # what is missing, e.g. the resolved object path
+
+    def describe(self) -> str:
+        part = f" partition {self.partition}" if self.partition else ""
+        return f"{self.uri}{part} ({self.what})"
+
+
+def _object_exists(session: Any, location: str) -> bool:
+    if not location.startswith("s3://"):
+        return os.path.exists(location) or any(c in location for c in "*?[")
+    try:
+        row = session.conn.execute("SELECT count(*) FROM read_blob($p)", {"p": location}).fetchone()
+    except Exception:  # no access at all is not "missing": let the original error speak
+        return True
+    return bool(row and row[0])
+
+
+def _table_exists(session: Any, uri: str) -> bool | None:
+    """None when the table's catalog is not attached (checking would attach it, maybe take a lock)."""
+    u = uris.parse(uri)
+    if f"{u.kind}://{u.authority}" not in session.aliases:
+        return None
+    from lineage_defs.run.write.context import split_qualified
+
+    catalog, schema, table = split_qualified(session.table_sql(uri))
+    row = session.conn.execute(
+        "SELECT count(*) FROM (SELECT database_name, schema_name, table_name AS name FROM duckdb_tables() "
+        "UNION ALL SELECT database_name, schema_name, view_name FROM duckdb_views()) "
+        "WHERE database_name = $c AND schema_name = $s AND name = $t",
+        {"c": catalog, "s": schema, "t": table},
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def missing_after_failure(session: Any, step: StepSpec, window: PartitionWindow | None) -> list[Missing]:
+    """Upstream objects and tables of ``step`` that do not exist (after a statement failed)."""
+    out: list[Missing] = []
+    for dep in step.deps:
+        kind = dep.uri.split("://", 1)[0]
+        try:
+            if kind == "s3":
+                if uris.PARTITION_TOKEN in dep.uri and window is None:
+                    continue
+                location = session.settings.object_location(resolve_token(dep.uri, window))
+                if not _object_exists(session, location):
+                    part = window.key if window and uris.PARTITION_TOKEN in dep.uri else None
+                    out.append(Missing(dep.uri, part, f"no object at {location}"))
+            elif kind in ("ducklake", "duckdb", "datatable"):
+                if _table_exists(session, dep.uri) is False:
+                    out.append(Missing(dep.uri, None, "the table does not exist"))
+        except Exception:  # best effort: never hide the step's own error behind a new one
+            continue
+    return out
+
+
+def missing_partitions(session: Any, step: StepSpec, window: PartitionWindow | None) -> list[Missing]:
+    """Upstream partitioned tables holding no row of this partition (after an empty slice)."""
+    if window is None:
+        return []
+    out: list[Missing] = []
+    for dep in step.deps:
+        if dep.uri.split("://", 1)[0] not in ("ducklake", "duckdb", "datatable") or not _table_exists(session, dep.uri):
+            continue
+        try:
+            table = session.table_sql(dep.uri)
+            cols = {r[0] for r in session.conn.execute(f"DESCRIBE {table}").fetchall()}
+            if PARTITION_COLUMN not in cols:
+                continue
+            col = '"' + PARTITION_COLUMN + '"'
+            row = session.conn.execute(f"SELECT 1 FROM {table} WHERE {col} = $p LIMIT 1", {"p": window.key}).fetchone()
+        except Exception:
+            continue
+        if row is None:
+            out.append(Missing(dep.uri, window.key, "no rows of this partition"))
+    return out

@@ -1,0 +1,99 @@
+"""A partition whose input is not there yet names the upstream asset and partition to build first."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+from lineage_defs import LineageResource, LineageSettings, build_definitions
+from lineage_defs.plan.project import load_project
+from lineage_defs.run.context import PartitionWindow
+from lineage_defs.run.sql_step import run_windows
+from lineage_defs.run.substrates import RunSettings, Session
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(textwrap.dedent(text).lstrip())
+
+
+def steps(root: Path) -> dict[str, Any]:
+    project = load_project(root)
+    assert not project.errors, [e.render() for e in project.errors]
+    return {s.path: s for s in project.steps}
+
+
+DROP = """
+    # pipeline
+    # partitioned daily start=2025-01-01
+    # materialize manual s3:///raw/orders/{partition}.csv
+    printf 'id\\n1\\n' > "$LINEAGE_OUTPUT_PATH"
+"""
+ORDERS = """
+    -- pipeline
+    -- partitioned daily start=2025-01-01
+    -- materialize ducklake://main/orders
+    SELECT id FROM read_csv('s3:///raw/orders/{partition}.csv')
+"""
+
+
+@pytest.mark.slow
+def test_missing_upstream_object_names_the_partition_to_build(tmp_path: Path) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "shop/drop.sh", DROP)
+    write(root, "shop/orders.sql", ORDERS)
+    (state / "objects" / "raw" / "orders").mkdir(parents=True)
+    (state / "objects" / "raw" / "orders" / "2025-01-01.csv").write_text("id\n1\n2\n")
+    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)), resource=LineageResource(pipelines_dir=str(root), state_dir=str(state)))
+    orders = dg.AssetKey(["ducklake", "main", "orders"])
+    with dg.instance_for_test() as instance:
+        for last, materialized in (("2025-01-02", "the others are materialized"), ("2025-01-01", None)):
+            first = "2025-01-02" if materialized is None else "2025-01-01"
+            tags = {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: max(first, last)}
+            r = dg.materialize(defs.assets, instance=instance, resources=defs.resources, selection=[orders], tags=tags, raise_on_error=False)
+            assert not r.success
+            error = str(next(e for e in r.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data.error)
+            assert "2025-01-02" in error
+            assert "input not there yet: s3:///raw/orders/{partition}.csv partition 2025-01-02 (no object at " in error
+            assert "materialize s3:///raw/orders/{partition}.csv partition 2025-01-02 first, then re-run this partition" in error
+            assert "fix the statement" not in error
+            assert (materialized or "none was materialized") in error
+        assert instance.get_materialized_partitions(orders) == {"2025-01-01"}
+
+
+def test_missing_upstream_table_and_empty_upstream_partition(tmp_path: Path) -> None:
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/a.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize ducklake://main/a
+        SELECT $partition AS day, 1 AS n
+    """)
+    write(root, "x/b.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize ducklake://main/b
+        SELECT day, n FROM lake.main.a WHERE _partition = $partition
+    """)
+    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
+    s = steps(root)
+    day1, day2 = PartitionWindow("2025-01-01"), PartitionWindow("2025-01-02")
+    (r,) = run_windows(settings, s["x/b.sql"], [day1])
+    assert "input not there yet: ducklake://main/a (the table does not exist)" in str(r.error)
+    assert "materialize ducklake://main/a first" in str(r.error) and "x/b.sql:4:1" in str(r.error)
+    assert [x.error for x in run_windows(settings, s["x/a.sql"], [day1])] == [None]
+    ok, empty = run_windows(settings, s["x/b.sql"], [day1, day2])
+    assert ok.error is None and ok.write is not None and ok.write.warnings == []
+    assert empty.error is None and empty.rows == 0  # an empty partition may be real: written, with a warning
+    assert empty.write is not None and empty.write.warnings == [
+        "wrote an empty partition: upstream ducklake://main/a partition 2025-01-02 (no rows of this partition) — "
+        "materialize ducklake://main/a partition 2025-01-02 first, then re-run this one"
+    ]
+    with Session(settings) as session:
+        assert session.conn.execute("SELECT _partition, count(*) FROM lake.main.b GROUP BY 1").fetchall() == [("2025-01-01", 1)]
