@@ -32,6 +32,7 @@ class WriteRequest:
     on_schema_change: str = "warn"  # warn | ignore | fail | sync
     valid_at: str | None = None  # scd2: ISO timestamp of this version (partition start or run time)
     slice_rows: int | None = None  # the slice's row count when the caller already knows it (saves a scan)
+    batch: str | None = None  # trigger batch id: recorded with the data; a batch already there is not written again
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class WriteResult:
     schema_change: SchemaChange | None = None
     snapshot_id: int | None = None  # DuckLake snapshot after commit
     warnings: list[str] = field(default_factory=list)
+    skipped: bool = False  # the request's batch was already in the target: nothing written
 
 
 # Runs inside the write transaction after the data is written, before COMMIT;
