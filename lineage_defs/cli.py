@@ -144,11 +144,12 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_webhooks_serve(args: argparse.Namespace) -> int:
+    from lineage_defs.definitions import webhook_env
     from lineage_defs.errors import LineageDefsError
     from lineage_defs.webhooks.serve import serve
 
     try:
-        return serve(args.host, args.port, os.environ, args.folder)
+        return serve(args.host, args.port, webhook_env(), args.folder)
     except LineageDefsError as e:
         print(e.render(), file=sys.stderr)
         return 1

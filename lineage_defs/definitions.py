@@ -9,6 +9,8 @@ when ``defs`` is first asked for — importing this module does no work:
   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY
 - LINEAGE_KAFKA_BOOTSTRAP, LINEAGE_KAFKA_BOOTSTRAP_<CONNECTION>: Kafka brokers of `on kafka` steps
 - LINEAGE_SENSOR_INTERVAL: seconds between ticks of every lineage sensor (default: cascade 15, events 5)
+- LINEAGE_WEBHOOK_TOKEN_<NAME>, LINEAGE_WEBHOOK_SECRET_<NAME>, LINEAGE_WEBHOOK_MAX_BYTES: the
+  webhook receiver's (``webhook_env``, read by ``lineage-defs webhooks serve``)
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ def trigger_settings(env: Mapping[str, str]) -> TriggerSettings:
     if interval:
         return TriggerSettings(kafka_bootstrap=servers, cascade_interval=int(interval), event_interval=int(interval))
     return TriggerSettings(kafka_bootstrap=servers)
+
+
+def webhook_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the webhook receiver reads: the folders, LINEAGE_WEBHOOK_TOKEN_/SECRET_<NAME>, LINEAGE_WEBHOOK_MAX_BYTES."""
+    e = os.environ if env is None else env
+    keep = ("LINEAGE_PIPELINES_DIR", "LINEAGE_STATE_DIR")
+    return {k: v for k, v in e.items() if k in keep or k.startswith("LINEAGE_WEBHOOK_")}
 
 
 def webserver_url_from_env(env: Mapping[str, str] | None = None) -> str:

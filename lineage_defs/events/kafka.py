@@ -57,8 +57,9 @@ def consumer_config(bootstrap: str, group: str, extra: dict[str, Any] | None = N
     }
 
 
-def _headers(raw: list[tuple[str, bytes | None]]) -> list[tuple[str, str | None]]:
-    return [(str(k), v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v) for k, v in raw]
+def _headers(raw: Any) -> list[tuple[str, str | None]]:
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return [(str(k), v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v) for k, v in pairs]
 
 
 def drain(

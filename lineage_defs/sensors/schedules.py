@@ -51,7 +51,7 @@ def step_schedules(step: StepSpec, keys: Sequence[AssetKey], pdef: PartitionsDef
     out = []
     for i, sched in enumerate(step.schedules):
         name = schedule_name(step, i)
-        job = define_asset_job(f"{name}_job", selection=AssetSelection.assets(*keys), partitions_def=pdef)
+        job = define_asset_job(f"{name}_job", selection=AssetSelection.assets(*keys))
 
         def run(context: Any, pdef: PartitionsDefinition | None = pdef, name: str = name) -> Any:
             tick = context.scheduled_execution_time
