@@ -63,3 +63,10 @@ def test_two_steps_claiming_one_hook_is_an_error(tmp_path: Path) -> None:
     }
     with pytest.raises(SpecError, match="webhook 'h' is declared twice"):
         build_definitions(write(tmp_path / "pipes", steps), settings=LineageSettings(state_dir=str(tmp_path / "state")))
+
+
+def test_the_example_defines_its_sensors_and_schedules(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
+    defs = build_definitions(example, settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    assert sorted(s.name for s in defs.sensors) == ["lineage_cascade", "shop__order_events__kafka_shop_order_events", "shop__payments__webhook_payments"]
+    assert sorted(s.name for s in defs.schedules) == ["analytics__kpi_snapshots__schedule", "shop__raw_orders__schedule"]
