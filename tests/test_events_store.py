@@ -47,3 +47,16 @@ def test_idempotency_keys_answer_the_first_id_and_store_nothing(tmp_path: Path) 
         mixed = s.add_many([("webhook:h", NewEvent("key:2", b"{}")), ("webhook:h", NewEvent("key:2", b"{}")), ("webhook:g", NewEvent("key:2", b"{}"))])
         assert [d for _, d in mixed] == [False, True, False]
         assert s.counts("webhook:h")["events"] == 2
+
+
+def test_old_batches_are_pruned_with_their_events(tmp_path: Path) -> None:
+    with EventStore(tmp_path / "e.sqlite") as s:
+        s.add_messages("k", [msg(0, o) for o in range(4)])
+        (b,) = s.cut_batches("k", max_batch=10)
+        assert s.old_batches("k", created_before=10**12) == []  # no run known yet: never pruned
+        s.mark_requested([b.id])
+        assert s.old_batches("k", created_before=0) == []  # not old enough
+        assert s.old_batches("k", created_before=10**12) == [b.id]
+        assert s.prune([b.id]) == 4
+        assert s.events(b.id) == [] and s.batch(b.id) is None
+        assert s.add_messages("k", [msg(0, 1)]) == 1 and s.positions("k") == {0: 4}  # the position stays

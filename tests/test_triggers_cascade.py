@@ -18,7 +18,7 @@ import pytest
 from dagster import AssetKey, AssetMaterialization, DagsterRunStatus
 
 from services import VENV_BIN, Daemon, wait_for
-from triggers_support import runs
+from triggers_support import runs, write_steps
 
 pytestmark = pytest.mark.slow
 
@@ -43,10 +43,7 @@ STEPS = {
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("cascade-e2e")
-    pipelines = tmp / "pipelines"
-    for rel, text in STEPS.items():
-        (pipelines / rel).parent.mkdir(parents=True, exist_ok=True)
-        (pipelines / rel).write_text(text)
+    pipelines = write_steps(tmp / "pipelines", STEPS)
     daemon = Daemon(tmp, pipelines, tmp / "state")
     daemon.start()
     try:

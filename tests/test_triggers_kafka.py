@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from lineage_defs.events.store import EventStore, store_path
 from services import Daemon, Tansu, wait_for
-from triggers_support import finished, reexecute, runs, table_rows
+from triggers_support import finished, reexecute, runs, stored, table_rows
 
 pytestmark = pytest.mark.slow
 
@@ -88,13 +87,6 @@ def world(tmp_path_factory: pytest.TempPathFactory, s3_server: Any) -> Iterator[
         broker.stop()
 
 
-def _stored(state: Path, stream: str) -> int:
-    if not store_path(state).exists():
-        return 0
-    with EventStore(store_path(state)) as store:
-        return store.counts(stream)["events"]
-
-
 def _logs(world: dict[str, Any]) -> Any:
     return lambda: world["daemon"].log_tail() + "\n--- broker ---\n" + world["broker"].log_tail(1500)
 
@@ -106,7 +98,7 @@ def test_messages_land_once_across_daemon_kill_broker_restart_and_reexecution(wo
     # 1. N messages: the daemon is SIGKILLed (with its code server) while they flow, then restarted
     first = n // 3
     broker.produce(TOPIC, [{"n": i} for i in range(first)], key=lambda v: str(v["n"]))
-    wait_for("the first messages in the store", lambda: _stored(state, f"kafka:stream__kafka_rows:{TOPIC}") > 0, 90, _logs(world))
+    wait_for("the first messages in the store", lambda: stored(state, f"kafka:stream__kafka_rows:{TOPIC}") > 0, 90, _logs(world))
 
     def produce_rest() -> None:
         for start in range(first, n, 40):

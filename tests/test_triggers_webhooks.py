@@ -24,9 +24,8 @@ from typing import Any
 
 import pytest
 
-from lineage_defs.events.store import EventStore, store_path
 from services import VENV_BIN, Daemon, Supervised, wait_for, wait_port
-from triggers_support import finished, reexecute, runs, table_rows
+from triggers_support import finished, reexecute, runs, stored, table_rows, write_steps
 from webserver import free_port
 
 pytestmark = pytest.mark.slow
@@ -58,10 +57,7 @@ SELECT value FROM _events
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("webhooks-e2e")
-    pipelines = tmp / "pipelines"
-    for rel, text in STEPS.items():
-        (pipelines / rel).parent.mkdir(parents=True, exist_ok=True)
-        (pipelines / rel).write_text(text)
+    pipelines = write_steps(tmp / "pipelines", STEPS)
     state = tmp / "state"
     port = free_port()
     env = {
@@ -114,13 +110,6 @@ def chunked_post(port: int, path: str, chunks: list[bytes], headers: dict[str, s
             pass  # the server answered and closed before the rest: that is the point
         data = s.recv(65536)
     return int(data.split(b" ", 2)[1])
-
-
-def stored(state: Path, stream: str) -> int:
-    if not store_path(state).exists():
-        return 0
-    with EventStore(store_path(state)) as s:
-        return s.counts(stream)["events"]
 
 
 def test_receiver_refuses_bad_input_and_stores_nothing(world: dict[str, Any]) -> None:

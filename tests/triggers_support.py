@@ -6,7 +6,24 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lineage_defs.events.store import EventStore, store_path
 from lineage_defs.run.substrates import RunSettings, Session
+
+
+def write_steps(root: Path, steps: dict[str, str]) -> Path:
+    """A pipelines folder holding ``steps`` (relative path → script text)."""
+    for rel, text in steps.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def stored(state: Path, stream: str) -> int:
+    """How many events the state dir's event store holds for ``stream`` (0 before it exists)."""
+    if not store_path(state).exists():
+        return 0
+    with EventStore(store_path(state)) as store:
+        return store.counts(stream)["events"]
 
 
 def table_rows(state: Path, uri: str, columns: str = "*") -> list[tuple[Any, ...]]:

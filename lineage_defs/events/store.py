@@ -288,6 +288,25 @@ class EventStore:
         ).fetchall()
         return [Event(r[0], r[1], tuple((str(k), v) for k, v in json.loads(r[2])) if r[2] else (), r[3], r[4], r[5], r[6]) for r in rows]
 
+    def old_batches(self, stream: str, created_before: float, limit: int = 200) -> list[str]:
+        """Batches with a run, cut before ``created_before``: candidates for ``prune``."""
+        rows = self.conn.execute(
+            "SELECT id FROM batches WHERE stream = ? AND requested = 1 AND created < ? ORDER BY rowid LIMIT ?", (stream, created_before, limit)
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def prune(self, batch_ids: Iterable[str]) -> int:
+        """Delete these batches and their events (the caller knows their runs succeeded); returns events deleted."""
+        ids = [(i,) for i in batch_ids]
+        if not ids:
+            return 0
+        with self.transaction() as c:
+            before = c.total_changes
+            c.executemany("DELETE FROM events WHERE batch = ?", ids)
+            deleted = c.total_changes - before
+            c.executemany("DELETE FROM batches WHERE id = ?", ids)
+        return deleted
+
     def rejected(self, stream: str, limit: int = 5) -> tuple[int, list[str]]:
         """How many stored events of the stream cannot run (bad partition value), with sample reasons."""
         n = self.conn.execute("SELECT count(*) FROM events WHERE stream = ? AND error IS NOT NULL", (stream,)).fetchone()[0]

@@ -18,6 +18,10 @@ from typing import Any
 
 from dagster import (
     AddDynamicPartitionsRequest,
+    DagsterRunStatus,
+    AssetKey,
+    DefaultSensorStatus,
+    SensorDefinition,
     DynamicPartitionsDefinition,
     PartitionsDefinition,
     RunRequest,
@@ -40,6 +44,19 @@ class EventSettings:
     interval: int = 5  # seconds between ticks
     max_runs_per_tick: int = 25
     poll_seconds: float = 10.0  # Kafka: how long one tick may read
+    retention_days: float = 7.0  # a batch whose run succeeded is deleted from the store after this
+
+
+def event_sensor(name: str, evaluate: Any, keys: Sequence[AssetKey], settings: EventSettings, description: str) -> SensorDefinition:
+    """A Kafka or webhook sensor: targets the step's assets, RUNNING by default."""
+    return SensorDefinition(
+        name=name,
+        evaluation_fn=evaluate,
+        asset_selection=list(keys),
+        minimum_interval_seconds=settings.interval,
+        default_status=DefaultSensorStatus.RUNNING,
+        description=description,
+    )
 
 
 def slug(text: str) -> str:
@@ -50,7 +67,24 @@ def known_runs(instance: Any, batch_ids: Sequence[str]) -> set[str]:
     """Which of the batches already have a run in the instance (any status)."""
     if not batch_ids:
         return set()
-    records = instance.get_run_records(filters=RunsFilter(tags={BATCH_TAG: list(batch_ids)}))
+    return instance_batches(instance, batch_ids)
+
+
+def prune(context: Any, store: EventStore, stream: str, settings: EventSettings) -> None:
+    """Drop old batches whose run succeeded (a re-execution after that has no batch to read)."""
+    import time
+
+    old = store.old_batches(stream, time.time() - settings.retention_days * 86400)
+    if not old:
+        return
+    done = instance_batches(context.instance, old, [DagsterRunStatus.SUCCESS])
+    if done:
+        n = store.prune(done)
+        context.log.info(f"pruned {len(done)} batches ({n} events) older than {settings.retention_days:g} days whose runs succeeded")
+
+
+def instance_batches(instance: Any, batch_ids: Sequence[str], statuses: Sequence[Any] | None = None) -> set[str]:
+    records = instance.get_run_records(filters=RunsFilter(tags={BATCH_TAG: list(batch_ids)}, statuses=list(statuses) if statuses else None))
     return {r.dagster_run.tags.get(BATCH_TAG) for r in records} & set(batch_ids)
 
 
@@ -65,6 +99,7 @@ def emit(
     note: str = "",
 ) -> SensorResult:
     """Cut batches and ask for the runs still missing; a SkipReason saying what was seen when there are none."""
+    prune(context, store, stream, settings)
     store.cut_batches(stream, max_batch)
     pending = store.open_batches(stream, limit=max(4 * settings.max_runs_per_tick, 100))
     seen = known_runs(context.instance, [b.id for b in pending])

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dagster import AssetKey, DefaultSensorStatus, PartitionsDefinition, SensorDefinition, SensorResult, SkipReason
+from dagster import AssetKey, PartitionsDefinition, SensorDefinition, SensorResult, SkipReason
 
 from lineage_defs.events.partition import PartitionValueError, raw_value
 from lineage_defs.events.store import EventStore, store_path
 from lineage_defs.parse.model import Kafka
 from lineage_defs.plan.spec import StepSpec
 from lineage_defs.run.events import kafka_stream
-from lineage_defs.sensors.batches import DEFAULT_MAX_BATCH, EventSettings, emit, slug
+from lineage_defs.sensors.batches import DEFAULT_MAX_BATCH, EventSettings, emit, event_sensor, slug
 from lineage_defs.sensors.keys import default_source, partition_key
 
 
@@ -86,11 +86,4 @@ def kafka_sensor(
                         context.log.info(f"{k.topic}: read {got.consumed} messages, {got.stored} new to the store, {got.rejected} without a usable partition value")
             return emit(context, store, stream, max_batch=k.max_batch or DEFAULT_MAX_BATCH, pdef=pdef, settings=settings, note=note)
 
-    return SensorDefinition(
-        name=sensor_name(step, k),
-        evaluation_fn=evaluate,
-        asset_selection=list(keys),
-        minimum_interval_seconds=settings.interval,
-        default_status=DefaultSensorStatus.RUNNING,
-        description=f"{step.path}:{k.at.line}: on kafka topic={k.topic} (group {group_of(step, k)}, brokers from {env})",
-    )
+    return event_sensor(sensor_name(step, k), evaluate, keys, settings, f"{step.path}:{k.at.line}: on kafka topic={k.topic} (group {group_of(step, k)}, brokers from {env})")

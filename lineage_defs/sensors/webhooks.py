@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dagster import AssetKey, DefaultSensorStatus, PartitionsDefinition, SensorDefinition, SensorResult
+from dagster import AssetKey, PartitionsDefinition, SensorDefinition, SensorResult
 
 from lineage_defs.events.store import EventStore, store_path
 from lineage_defs.parse.model import Webhook
 from lineage_defs.plan.spec import StepSpec
 from lineage_defs.run.events import hook_name, webhook_stream
-from lineage_defs.sensors.batches import DEFAULT_MAX_BATCH, EventSettings, emit, slug
+from lineage_defs.sensors.batches import DEFAULT_MAX_BATCH, EventSettings, emit, event_sensor, slug
 
 
 def sensor_name(step: StepSpec, w: Webhook) -> str:
@@ -33,11 +33,4 @@ def webhook_sensor(step: StepSpec, w: Webhook, keys: Sequence[AssetKey], pdef: P
         with EventStore(path) as store:
             return emit(context, store, stream, max_batch=DEFAULT_MAX_BATCH, pdef=pdef, settings=settings, note=f"hook '{hook}': ")
 
-    return SensorDefinition(
-        name=sensor_name(step, w),
-        evaluation_fn=evaluate,
-        asset_selection=list(keys),
-        minimum_interval_seconds=settings.interval,
-        default_status=DefaultSensorStatus.RUNNING,
-        description=f"{step.path}:{w.at.line}: on webhook — POST /hooks/{hook} to `lineage-defs webhooks serve`",
-    )
+    return event_sensor(sensor_name(step, w), evaluate, keys, settings, f"{step.path}:{w.at.line}: on webhook — POST /hooks/{hook} to `lineage-defs webhooks serve`")
