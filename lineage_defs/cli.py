@@ -1,4 +1,4 @@
-"""``lineage-defs``: check, graph, new, backfill."""
+"""``lineage-defs``: check, graph, new, backfill, webhooks serve."""
 
 from __future__ import annotations
 
@@ -143,6 +143,18 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return launch_backfill(args.asset, args.from_, args.to, args.concurrency, args.url, args.wait)
 
 
+def cmd_webhooks_serve(args: argparse.Namespace) -> int:
+    from lineage_defs.definitions import webhook_env
+    from lineage_defs.errors import LineageDefsError
+    from lineage_defs.webhooks.serve import serve
+
+    try:
+        return serve(args.host, args.port, webhook_env(), args.folder)
+    except LineageDefsError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="lineage-defs", description="Annotated scripts as one Dagster asset graph.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -170,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--wait", action="store_true", help="show each partition's progress until the backfill ends; exit 1 if any failed")
     b.add_argument("--url", default=webserver_url_from_env(), help="the Dagster webserver (default: $DAGSTER_WEBSERVER_URL or %(default)s)")
     b.set_defaults(fn=cmd_backfill)
+    w = sub.add_parser("webhooks", help="the webhook receiver")
+    wsub = w.add_subparsers(dest="webhooks_command", required=True)
+    ws = wsub.add_parser("serve", help="receive POST /hooks/<name> for the folder's `on webhook` steps")
+    ws.add_argument("--host", default="127.0.0.1")
+    ws.add_argument("--port", type=int, default=8787)
+    ws.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    ws.set_defaults(fn=cmd_webhooks_serve)
     args = p.parse_args(argv)
     return int(args.fn(args))
 

@@ -84,7 +84,12 @@ def path(uri: str) -> str:
 
 
 def events() -> list[dict[str, Any]]:
-    """The trigger's events for this run (Kafka messages, webhook posts); empty when none."""
+    """The trigger's batch of events for this run (Kafka messages, webhook posts); empty when none.
+
+    Each is a dict: ``key``, ``value`` (text), ``headers`` (dict), ``timestamp``
+    (epoch ms), ``topic``, ``partition``, ``offset``. A re-executed run gets
+    the same events.
+    """
     file = os.environ.get("LINEAGE_EVENTS_FILE")
     if not file or not os.path.exists(file):
         return []
@@ -142,12 +147,16 @@ def write(data: Any) -> dict[str, Any]:
     import pyarrow as pa
 
     from lineage_defs.run.checks import CheckFailed
+    from lineage_defs.run.events import RunBatch
     from lineage_defs.run.sql_step import SliceResult, StepRunner, slice_dict
 
     table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data, preserve_index=False)
     step = _step_spec()
     session = _get_session()
-    runner = StepRunner(session.settings, step, session=session)
+    batch_id = os.environ.get("LINEAGE_BATCH")
+    # the run's batch id goes into the write's ledger: a retried run writes it once
+    batch = RunBatch(batch_id, "", ()) if batch_id else None
+    runner = StepRunner(session.settings, step, session=session, batch=batch)
     runner.stage_arrow(table)
     window = partition()
     file = os.environ.get("LINEAGE_RESULT_FILE")

@@ -79,6 +79,7 @@ def render(defs: Definitions) -> dict[str, Any]:
             if retry is None
             else {"max_retries": retry.max_retries, "delay": retry.delay, "backoff": retry.backoff.value if retry.backoff else None},
             "pool": op.pool if op is not None else None,
+            "automation": node.automation_condition.get_label() if node.automation_condition else None,
             "description": (node.description or "").splitlines()[0] if node.description else None,
             "columns": [c.name for c in schema.columns] if schema is not None else None,
             "column_lineage": None

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import gc
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dagster import Definitions
 
-from lineage_defs.assets.factory import all_assets
+from lineage_defs.assets.factory import CachedKeys, all_assets, partition_defs
 from lineage_defs.assets.resources import LineageResource
 from lineage_defs.assets.translator import LineageTranslator
 from lineage_defs.errors import ProjectErrors
 from lineage_defs.plan.project import load_project
 from lineage_defs.plan.schemas import captured_schemas, column_warnings
 from lineage_defs.plan.spec import Project
+from lineage_defs.sensors import TriggerSettings, trigger_definitions
+from lineage_defs.sensors.cascade import condition_for
 
 log = logging.getLogger("lineage_defs")
 
@@ -27,6 +29,7 @@ class LineageSettings:
     on_invalid: str = "raise"
     state_dir: str = ".lineage"
     use_cache: bool = True
+    triggers: TriggerSettings = field(default_factory=TriggerSettings)  # sensor intervals, Kafka brokers
 
 
 def load(pipelines_dir: str | Path, settings: LineageSettings = LineageSettings()) -> Project:
@@ -64,9 +67,19 @@ def build_definitions(
     gc.disable()
     try:
         project = load(pipelines_dir, settings)
-        translator = translator or LineageTranslator()
+        keys = CachedKeys(translator or LineageTranslator())
         resource = resource or LineageResource(pipelines_dir=str(pipelines_dir), state_dir=settings.state_dir)
-        return Definitions(assets=all_assets(project, translator), resources={"lineage": resource})
+        pdefs = partition_defs(project)
+        key_of = {u: keys.asset_key(u) for s in project.steps for u in s.outputs}
+        conditions = {s.name: condition_for(s, project, pdefs, key_of) for s in project.steps}
+        conditioned = [key_of[u] for s in project.steps if conditions[s.name] is not None for u in s.outputs]
+        sensors, schedules = trigger_definitions(project, key_of, pdefs, conditioned, settings.triggers, resource.state_dir)
+        return Definitions(
+            assets=all_assets(project, keys, pdefs, conditions),
+            sensors=sensors,
+            schedules=schedules,
+            resources={"lineage": resource},
+        )
     finally:
         if paused:
             gc.enable()

@@ -32,6 +32,7 @@ from lineage_defs.assets.translator import LineageTranslator
 from lineage_defs.errors import Location, RunError
 from lineage_defs.plan.spec import Project, StepSpec
 from lineage_defs.run.context import PartitionWindow, partition_env, resolve_token
+from lineage_defs.run.events import BATCH_TAG, RunBatch, load_batch, write_events_file
 from lineage_defs.run.observe import observe
 from lineage_defs.run.sql_step import slice_dict
 from lineage_defs.run.substrates import RunSettings
@@ -62,6 +63,18 @@ def windows(context: Any) -> list[PartitionWindow | None]:
             out.append(PartitionWindow(k, tw.start, tw.end))
         return out
     return [PartitionWindow(k) for k in keys]
+
+
+def batch_of(context: Any) -> str | None:
+    """The run's trigger batch: its own ``lineage/batch`` tag, else its parent's (a re-execution that dropped the tag)."""
+    run, hops = context.run, 0
+    while run is not None and hops < 50:
+        batch = run.tags.get(BATCH_TAG)
+        if batch:
+            return str(batch)
+        run = context.instance.get_run_by_id(run.parent_run_id) if run.parent_run_id else None
+        hops += 1
+    return None
 
 
 def trigger_of(context: Any) -> str:
@@ -120,6 +133,10 @@ def materialization_metadata(
         meta["lineage/ducklake_snapshot_id"] = int(result["snapshot_id"])
     if result.get("schema_change"):
         meta["lineage/schema_change"] = result["schema_change"]
+    if result.get("batch"):
+        meta["lineage/batch"] = result["batch"]
+    if result.get("skipped"):
+        meta["lineage/batch_already_written"] = True
     if result.get("seconds") is not None:
         meta["lineage/seconds"] = round(float(result["seconds"]), 4)
     return meta
@@ -156,21 +173,26 @@ def execute(context: Any, step: StepSpec, project: Project, translator: LineageT
     wins = windows(context)
     trigger = trigger_of(context)
     key = translator.asset_key(step.uri)
+    batch_id = batch_of(context)
+    batch = load_batch(settings.state_dir, step, batch_id) if batch_id else None
+    if batch is not None:
+        context.log.info(f"{step.path}: batch {batch.id} of {batch.stream}, {len(batch.events)} events")
     if step.language in ("duckdb", "postgres"):
-        yield from _execute_sql(context, step, settings, wins, trigger, key, translator)
+        yield from _execute_sql(context, step, settings, wins, trigger, key, translator, batch)
     else:
-        yield from _execute_pipes(context, step, settings, wins, trigger, key, translator)
+        yield from _execute_pipes(context, step, settings, wins, trigger, key, translator, batch)
 
 
-def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list[PartitionWindow | None], trigger: str, key: Any, translator: LineageTranslator) -> Iterator[Any]:
+def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list[PartitionWindow | None], trigger: str, key: Any, translator: LineageTranslator, batch: RunBatch | None = None) -> Iterator[Any]:
     from lineage_defs.run.sql_step import run_windows
 
     done: list[dict[str, Any]] = []
     failed: list[tuple[str | None, BaseException]] = []
     cache = _MetadataCache()
     committed: list[tuple[str | None, dict[str, Any]]] = []
-    for r in run_windows(settings, step, wins):
+    for r in run_windows(settings, step, wins, batch):
         d = slice_dict(r)
+        d["batch"] = batch.id if batch else None
         done.append(d)
         if r.error is not None:
             if not failed or failed[-1][1] is not r.error:  # a set-based batch fails its partitions with one error: log it once
@@ -213,7 +235,7 @@ def _execute_sql(context: Any, step: StepSpec, settings: RunSettings, wins: list
         ) from first
 
 
-def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: list[PartitionWindow | None], trigger: str, key: Any, translator: LineageTranslator) -> Iterator[Any]:
+def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: list[PartitionWindow | None], trigger: str, key: Any, translator: LineageTranslator, batch: RunBatch | None = None) -> Iterator[Any]:
     if len(wins) != 1:
         raise RunError("Python and Bash steps run one partition per run", Location(step.path), "launch the backfill with one run per partition")
     window = wins[0]
@@ -229,6 +251,10 @@ def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: li
             "LINEAGE_RESULT_FILE": str(result_file),
             "PYTHONUNBUFFERED": "1",
         }
+        if batch is not None:
+            events_file = Path(tmp) / "events.json"
+            write_events_file(batch.events, events_file)
+            env.update(LINEAGE_EVENTS_FILE=str(events_file), LINEAGE_BATCH=batch.id)
         upload = None
         if target.startswith("s3://"):
             loc = settings.object_location(target)
@@ -269,6 +295,7 @@ def _execute_pipes(context: Any, step: StepSpec, settings: RunSettings, wins: li
     result = written or observe(settings, target, window)
     if result.get("observe_error"):
         context.log.warning(f"{step.path}: no row count or schema for {target}: {result['observe_error']}")
+    result["batch"] = batch.id if batch else None
     user_meta.update((written or {}).get("reported") or {})
     meta = {**materialization_metadata(step, translator, result, trigger), **user_meta}
     yield from _check_results(step, key, [result])

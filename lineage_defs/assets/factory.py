@@ -15,6 +15,7 @@ from dagster import (
     AssetKey,
     AssetsDefinition,
     AssetSpec,
+    AutomationCondition,
     Backoff,
     BackfillPolicy,
     FreshnessPolicy,
@@ -90,6 +91,7 @@ def step_assets(
     project: Project,
     pdefs: Mapping[str, PartitionsDefinition | None],
     translator: LineageTranslator,
+    condition: AutomationCondition | None = None,
 ) -> AssetsDefinition:
     root = Path(project.root)
     pdef = pdefs.get(step.uri)
@@ -118,6 +120,7 @@ def step_assets(
             owners=list(step.owners),
             partitions_def=pdef,
             freshness_policy=freshness,
+            automation_condition=condition,
             # outputs are reported per partition (a failed partition in a range
             # run must not be recorded as materialized), so none is required
             skippable=True,
@@ -169,7 +172,7 @@ def external_specs(project: Project, translator: LineageTranslator) -> list[Asse
     return out
 
 
-class _CachedKeys(LineageTranslator):
+class CachedKeys(LineageTranslator):
     """The user's translator with asset keys memoised for one build (URIs repeat across the graph)."""
 
     def __init__(self, inner: LineageTranslator) -> None:
@@ -192,16 +195,29 @@ class _CachedKeys(LineageTranslator):
         return self.inner.external_group_name(uri)
 
 
-def all_assets(project: Project, translator: LineageTranslator) -> list[AssetsDefinition | AssetSpec]:
-    translator = _CachedKeys(translator)
-    pdefs = {}
+def partition_defs(project: Project) -> dict[str, PartitionsDefinition | None]:
+    """Each output URI's PartitionsDefinition (one object per step, shared by its outputs)."""
+    pdefs: dict[str, PartitionsDefinition | None] = {}
     for s in project.steps:
-        pdef = partitions_def(s.partitioning, s.name)
+        pdef = partitions_def(s.partitioning, s.name, live=bool(s.kafka or s.webhooks))
         for u in s.outputs:
             pdefs[u] = pdef
-    assets: list[AssetsDefinition | AssetSpec] = [step_assets(s, project, pdefs, translator) for s in project.steps]
+    return pdefs
+
+
+def all_assets(
+    project: Project,
+    translator: LineageTranslator,
+    pdefs: Mapping[str, PartitionsDefinition | None] | None = None,
+    conditions: Mapping[str, AutomationCondition | None] | None = None,
+) -> list[AssetsDefinition | AssetSpec]:
+    """Every step's assets and the external ones; ``conditions`` by step name (the cascade)."""
+    translator = translator if isinstance(translator, CachedKeys) else CachedKeys(translator)
+    pdefs = pdefs if pdefs is not None else partition_defs(project)
+    conditions = conditions or {}
+    assets: list[AssetsDefinition | AssetSpec] = [step_assets(s, project, pdefs, translator, conditions.get(s.name)) for s in project.steps]
     assets.extend(external_specs(project, translator))
     return assets
 
 
-__all__: Sequence[str] = ["all_assets", "check_specs", "step_assets"]
+__all__: Sequence[str] = ["CachedKeys", "all_assets", "check_specs", "partition_defs", "step_assets"]

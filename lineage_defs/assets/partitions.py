@@ -30,16 +30,19 @@ _TIME = {
 }
 
 
-def partitions_def(p: Partitioning | None, dynamic_name: str) -> PartitionsDefinition | None:
+def partitions_def(p: Partitioning | None, dynamic_name: str, live: bool = False) -> PartitionsDefinition | None:
     """>>> partitions_def(Partitioning("daily", start="2024-05-01"), "x").start.date().isoformat()
     '2024-05-01'
+
+    ``live``: the step is fed by events (Kafka, webhooks), so the partition in
+    progress exists too (``end_offset=1``): today's events build today.
     """
     if p is None:
         return None
     if p.kind == "dynamic":
         return DynamicPartitionsDefinition(name=dynamic_name)
     start = dt.datetime.fromisoformat(p.start or DEFAULT_START)
-    return _TIME[p.kind](start_date=start, timezone=p.tz, fmt=p.format)
+    return _TIME[p.kind](start_date=start, timezone=p.tz, fmt=p.format, end_offset=1 if live else 0)
 
 
 def partition_mapping(upstream: PartitionsDefinition | None, downstream: PartitionsDefinition | None) -> PartitionMapping | None:

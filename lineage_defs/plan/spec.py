@@ -30,6 +30,8 @@ MANAGED_DESCRIPTIONS = {
     "valid_to": "managed by lineage_defs (scd2): when a newer version replaced it (NULL while current)",
     "is_current": "managed by lineage_defs (scd2): true for the open version of each key",
 }
+# The TEMP table a triggered run's SQL reads its batch of events from (SPEC section 6).
+EVENTS_TABLE = "_events"
 
 STRATEGIES = ("replace", "partition_replace", "merge", "append", "scd2", "manual", "dbt")
 

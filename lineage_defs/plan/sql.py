@@ -23,7 +23,7 @@ from sqlglot.tokens import Token, TokenType
 
 from lineage_defs import uris
 from lineage_defs.plan.column_lineage import COPY, MOD, SCAN, VIRTUAL, Catalog, Feed, QueryLineage, Virtual
-from lineage_defs.plan.spec import Analysis, Problem, RawEdge, Statement
+from lineage_defs.plan.spec import EVENTS_TABLE, Analysis, Problem, RawEdge, Statement
 
 
 # What the analysis returns is the plan's own plain data (cached without sqlglot objects).
@@ -254,7 +254,8 @@ class _Body:
         self.dialect, self.pg_connection = dialect, pg_connection
         self.catalogs: dict[str, tuple[str, str] | None] = {"lake": ("ducklake", "main"), "warehouse": ("duckdb", "warehouse")}
         self.default: tuple[str, str | None] = ("warehouse", None)  # USE changes it
-        self.temps: set[str] = set()
+        # `_events` is the runtime's TEMP table of a triggered run's batch, never an asset
+        self.temps: set[str] = {EVENTS_TABLE} if dialect == "duckdb" else set()
         self.reads: set[str] = set()
         self.writes: set[str] = set()
         self.created: dict[str, str] = {}  # URI or "temp:<name>" -> virtual key

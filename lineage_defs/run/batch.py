@@ -69,14 +69,14 @@ def batch_window(batch: list[PartitionWindow]) -> PartitionWindow:
 class BatchRunner(StepRunner):
     """A step with ``time_column``: one staged SELECT and one write per batch of partitions."""
 
-    batch: list[PartitionWindow] = []
+    batch_windows: list[PartitionWindow] = []
 
     def unstaged(self, target: str) -> bool:
         return False  # the batch's rows are staged: their partitions are derived from them
 
     def run_batch(self, batch: list[PartitionWindow]) -> list[SliceResult]:
         """Run one batch; one result per partition (all failed, with the batch's error, if it rolled back)."""
-        self.batch = batch
+        self.batch_windows = batch
         self.parts: dict[str, SliceResult] = {w.key: SliceResult(w.key, resolve_token(self.step.uri, w)) for w in batch}
         whole = self.run(batch_window(batch))  # the body, staged; then _write below
         share = whole.seconds / len(batch)
@@ -101,7 +101,7 @@ class BatchRunner(StepRunner):
         self._derive_partitions(tc, rows)
         conn.execute(f"DROP TABLE IF EXISTS {SLICE}")  # the batch table holds the rows now
         counts = dict(conn.execute(f"SELECT {_q(PARTITION_COLUMN)}, count(*) FROM {BATCH} GROUP BY 1").fetchall())
-        keys = [w.key for w in self.batch]
+        keys = [w.key for w in self.batch_windows]
         for k in keys:
             self.parts[k].rows = int(counts.get(k, 0))
         if PARTITION_TOKEN in self.step.uri:
@@ -147,7 +147,7 @@ class BatchRunner(StepRunner):
         name, typ = tc
         col = _q(name)
         as_ts = "TIMESTAMPTZ" if typ == "TIMESTAMP WITH TIME ZONE" else "TIMESTAMP"
-        params = [bind_params(w) for w in self.batch]
+        params = [bind_params(w) for w in self.batch_windows]
         # 1. The windows, and the buckets each one covers.
         conn.execute(
             f"CREATE OR REPLACE TEMP TABLE {WINDOWS} AS SELECT key, lo, hi, "
@@ -167,7 +167,7 @@ class BatchRunner(StepRunner):
         empty = conn.execute(f"SELECT key FROM {WINDOWS} GROUP BY key HAVING min(lo) >= min(hi) LIMIT 1").fetchone()
         if empty or conn.execute(f"SELECT count(DISTINCT key) FROM {WINDOWS}").fetchone()[0] < len(keys):
             raise RunError(
-                f"time_column '{name}' is {typ}: the partitions of {batch_window(self.batch).key} are shorter than one {typ} value",
+                f"time_column '{name}' is {typ}: the partitions of {batch_window(self.batch_windows).key} are shorter than one {typ} value",
                 fix=f"select {name} as a TIMESTAMP (partitions shorter than a day need one)",
             )
         bad = conn.execute(
@@ -183,7 +183,7 @@ class BatchRunner(StepRunner):
         if nulls:
             what.append(f"{nulls} row{'s' if nulls != 1 else ''} with {name} NULL")
         raise RunError(
-            f"the batch {batch_window(self.batch).key} has {' and '.join(what) or 'rows in no partition'}: they belong to no partition of the batch",
+            f"the batch {batch_window(self.batch_windows).key} has {' and '.join(what) or 'rows in no partition'}: they belong to no partition of the batch",
             fix=f"filter the SELECT on the batch window: WHERE {name} >= $partition_start::{typ} AND {name} < $partition_end::{typ}",
         )
 
@@ -194,7 +194,7 @@ class BatchRunner(StepRunner):
             return None
         from lineage_defs.run.checks import evaluate_by_partition
 
-        windows = {w.key: w for w in self.batch}
+        windows = {w.key: w for w in self.batch_windows}
 
         def custom(key: str) -> list[CheckOutcome]:
             conn = self.session.conn
@@ -232,12 +232,12 @@ class BatchRunner(StepRunner):
         """One object per partition: audit the whole batch, then publish each object atomically."""
         from lineage_defs.run.write import write
 
-        audit = self._audit([w.key for w in self.batch])
+        audit = self._audit([w.key for w in self.batch_windows])
         if audit is not None:
             audit(self.session.conn)
         conn = self.session.conn
         schema: list[tuple[str, str]] = []
-        for w in self.batch:
+        for w in self.batch_windows:
             r = self.parts[w.key]
             conn.execute(f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT * EXCLUDE ({_q(PARTITION_COLUMN)}) FROM {BATCH} WHERE {_q(PARTITION_COLUMN)} = $p", {"p": w.key})
             req: WriteRequest = dataclasses.replace(write_request(self.step, r.target, w), slice_table=PART, slice_rows=r.rows)
@@ -245,7 +245,7 @@ class BatchRunner(StepRunner):
                 wr = write(self.session, req, None)
             except Exception as e:  # the objects published so far stay published: they are whole
                 r.error = e
-                for later in self.batch[self.batch.index(w) + 1 :]:
+                for later in self.batch_windows[self.batch_windows.index(w) + 1 :]:
                     self.parts[later.key].error = RunError(f"not written: partition {w.key} of the same batch failed first", fix="re-run the failed partitions")
                 raise
             r.write = wr

@@ -22,6 +22,7 @@ from lineage_defs.plan.spec import StepSpec
 from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_custom, script_statements
 from lineage_defs.run.compile import Compiled, compile_statement, uses_substrates
 from lineage_defs.run.context import PartitionWindow, resolve_token
+from lineage_defs.run.events import RunBatch, stage_events
 from lineage_defs.run.quoting import ident
 from lineage_defs.run.substrates import RunSettings, Session
 from lineage_defs.run.write.base import WriteRequest, WriteResult
@@ -100,9 +101,10 @@ def _unused_defaults(step: StepSpec) -> frozenset[str]:
 class StepRunner:
     """One step, one session, any number of partitions (each its own transaction)."""
 
-    def __init__(self, settings: RunSettings, step: StepSpec, session: Session | None = None) -> None:
+    def __init__(self, settings: RunSettings, step: StepSpec, session: Session | None = None, batch: RunBatch | None = None) -> None:
         self.settings = settings
         self.step = step
+        self.batch = batch  # a triggered run's events: `_events`, and the id the write records
         stmts = _statements(step)
         own = uses_substrates([s for s, _, _ in stmts], step.language if step.language == "postgres" else "duckdb")
         self.owns_session = session is None
@@ -134,6 +136,8 @@ class StepRunner:
                 c = compile_statement(st.sql, "duckdb", None, self.session.object_path, macro=True)
                 self._run(c, Location(lib, st.line), lib)
         self.session.use_warehouse()
+        if self.batch is not None or self.step.kafka or self.step.webhooks:
+            stage_events(self.session.conn, self.batch.events if self.batch else ())
         # Only scripts that create objects in setup statements need them dropped
         # between partitions (a catalog query per partition otherwise).
         self.needs_reset = any(k not in ("query", "set", "attach", "use") for _, _, k in _statements(self.step)[:-1])
@@ -337,7 +341,7 @@ class StepRunner:
     ) -> None:
         from lineage_defs.run.write import write
 
-        req = dataclasses.replace(write_request(self.step, result.target, window), slice_rows=rows)
+        req = dataclasses.replace(write_request(self.step, result.target, window), slice_rows=rows, batch=self.batch.id if self.batch else None)
         if query is not None:
             req = dataclasses.replace(req, slice_table=query[0], slice_params=query[1], slice_columns=columns)
         outcomes: list[CheckOutcome] = []
@@ -347,6 +351,8 @@ class StepRunner:
 
         try:
             wr = write(self.session, req, audit if self.step.tests else None)
+            if wr.skipped and self.step.tests:
+                audit(self.session.conn)  # the batch is already in: its checks still report, on the same slice
         except CheckFailed as e:
             result.checks = e.outcomes
             raise
@@ -354,6 +360,8 @@ class StepRunner:
         result.rows = wr.rows
         result.sql.extend(wr.sql)
         result.checks = outcomes
+        if wr.skipped:
+            return  # this trigger batch was written before: nothing new to check or record
         if wr.rows == 0 and window is not None:
             from lineage_defs.run.inputs import missing_partitions
 
@@ -392,17 +400,18 @@ class StepRunner:
             raise
 
 
-def run_windows(settings: RunSettings, step: StepSpec, windows: list[PartitionWindow | None]) -> Iterator[SliceResult]:
+def run_windows(settings: RunSettings, step: StepSpec, windows: list[PartitionWindow | None], batch: RunBatch | None = None) -> Iterator[SliceResult]:
     """Run the partitions in order on one session; each result carries its own error.
 
-    A step with ``time_column`` runs set-based (``lineage_defs.run.batch``).
+    A step with ``time_column`` runs set-based (``lineage_defs.run.batch``); a
+    trigger batch (``batch``) is always one partition, run as usual.
     """
-    if step.partitioning is not None and step.partitioning.time_column and None not in windows:
+    if batch is None and step.partitioning is not None and step.partitioning.time_column and None not in windows:
         from lineage_defs.run.batch import run_batches
 
         yield from run_batches(settings, step, windows)  # type: ignore[arg-type]
         return
-    with StepRunner(settings, step) as runner:
+    with StepRunner(settings, step, batch=batch) as runner:
         for w in windows:
             yield runner.run(w)
 
@@ -418,6 +427,7 @@ def slice_dict(r: Any) -> dict[str, Any]:
         "snapshot_id": w.snapshot_id if w else None,
         "schema_change": w.schema_change.describe() if w and w.schema_change else None,
         "warnings": w.warnings if w else [],
+        "skipped": bool(w and w.skipped),
         "seconds": r.seconds,
         "checks": [o.__dict__ for o in r.checks],
     }

@@ -2,7 +2,7 @@
 # pipeline
 # partitioned daily start=2025-01-01
 # materialize manual s3:///raw/orders/{partition}.csv
-# on schedule cron="30 0 * * *" tz=Europe/Berlin
+# on schedule cron="30 2 * * *" tz=Europe/Berlin
 # retry 3 10s backoff=exponential
 # tag ingest
 # owner data-eng@shop.example
@@ -10,7 +10,8 @@
 # The shop front's order export for one day, as a CSV file in object storage.
 # Stands in for a download from the shop system: the orders are generated
 # with awk from a seed made of the date, so a day's file is always the same.
-# The schedule builds yesterday's file shortly after midnight, Berlin time.
+# The schedule runs at 02:30 Berlin time and builds the day that just
+# closed (the partitions are UTC days).
 set -euo pipefail
 
 : "${PARTITION:?run this step through Dagster: PARTITION is not set}"

@@ -40,6 +40,7 @@ class WriteRequest:
     # CREATE, which also counts its rows (replace, partition_replace, append).
     slice_params: dict[str, Any] | None = None
     slice_columns: tuple[tuple[str, str], ...] | None = None  # the slice's (name, type), when the caller knows them
+    batch: str | None = None  # trigger batch id: recorded with the data; a batch already there is not written again
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class WriteResult:
     schema_change: SchemaChange | None = None
     snapshot_id: int | None = None  # DuckLake snapshot after commit
     warnings: list[str] = field(default_factory=list)
+    skipped: bool = False  # the request's batch was already in the target: nothing written
 
 
 # Runs inside the write transaction after the data is written, before COMMIT;

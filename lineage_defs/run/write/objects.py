@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from lineage_defs.run.write.base import Audit, WriteRequest, WriteResult
 from lineage_defs.run.write.context import Strategy, WriteContext, ident, prepare, result, rollback
+from lineage_defs.run.write import ledger
 from lineage_defs.run.write.schema import plan_columns
 
 if TYPE_CHECKING:
@@ -37,6 +38,16 @@ def write_object(session: Session, req: WriteRequest, strategy: Strategy, audit:
     remote = path.startswith("s3://")
     exists = _remote_exists(ctx, path) if remote else os.path.exists(path)
     staged = path if remote else os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    # the object's ledger travels with it (see ledger.py); a batch it holds is not written again
+    batches = ledger.object_batches(ctx, path) if exists else []
+    if req.batch and ledger.check_id(req.batch) in batches:
+        out = result(ctx, 0, [])
+        out.skipped = True
+        out.warnings.append(f"batch {req.batch} is already in {req.uri} (a retry or re-execution): nothing written")
+        return out
+    if req.batch:
+        batches.append(req.batch)
+    kv, kv_params = ledger.object_option(batches)
     ctx.run(f"DROP TABLE IF EXISTS {target}")
     ctx.run("BEGIN")
     try:
@@ -53,7 +64,7 @@ def write_object(session: Session, req: WriteRequest, strategy: Strategy, audit:
         schema = ctx.describe(target)
         if audit is not None:
             audit(session.conn)
-        ctx.run(f"COPY {target} TO $path (FORMAT parquet)", {"path": staged})
+        ctx.run(f"COPY {target} TO $path (FORMAT parquet{kv})", {"path": staged, **kv_params})
         ctx.run("COMMIT")
         if not remote:
             _fsync(staged)

