@@ -13,6 +13,7 @@ from lineage_defs.assets.factory import all_assets
 from lineage_defs.assets.resources import LineageResource
 from lineage_defs.assets.translator import LineageTranslator
 from lineage_defs.errors import ProjectErrors
+from lineage_defs.plan.dbt_manifest import DbtEnv
 from lineage_defs.plan.project import load_project
 from lineage_defs.plan.schemas import captured_schemas, column_warnings
 from lineage_defs.plan.spec import Project
@@ -31,7 +32,7 @@ class LineageSettings:
 
 def load(pipelines_dir: str | Path, settings: LineageSettings = LineageSettings()) -> Project:
     cache = Path(settings.state_dir) / "cache" if settings.use_cache else None
-    project = load_project(Path(pipelines_dir), cache_dir=cache)
+    project = load_project(Path(pipelines_dir), cache_dir=cache, dbt_env=DbtEnv(settings.state_dir))
     for w in (*project.warnings, *column_warnings(project, captured_schemas(settings.state_dir))):
         log.warning(w.render())
     if project.errors:
@@ -43,7 +44,7 @@ def load(pipelines_dir: str | Path, settings: LineageSettings = LineageSettings(
         steps = tuple(s for s in project.steps if s.path not in bad)
         produced = {u for s in steps for u in s.outputs}
         externals = tuple(sorted({d.uri for s in steps for d in s.deps if d.uri not in produced}))
-        project = Project(project.root, steps, externals, project.macros, project.errors, project.warnings, project.invalid_paths)
+        project = Project(project.root, steps, externals, project.macros, project.errors, project.warnings, project.invalid_paths, project.dbt_projects)
     return project
 
 
@@ -63,9 +64,9 @@ def build_definitions(
     paused = gc.isenabled()
     gc.disable()
     try:
+        resource = resource or LineageResource(pipelines_dir=str(pipelines_dir), state_dir=settings.state_dir)
         project = load(pipelines_dir, settings)
         translator = translator or LineageTranslator()
-        resource = resource or LineageResource(pipelines_dir=str(pipelines_dir), state_dir=settings.state_dir)
         return Definitions(assets=all_assets(project, translator), resources={"lineage": resource})
     finally:
         if paused:

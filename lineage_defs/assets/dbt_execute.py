@@ -1,0 +1,153 @@
+"""Run a dbt project's multi-asset: dbt through dagster-dbt, then the lineage pass.
+
+dagster-dbt's event stream reports each built model and each test; the
+models' outputs are held until the lineage pass has run, so each carries its
+column schema and column lineage (read back like a script's). The embedded
+DuckDB files admit one writing process: a project on the default profile
+holds the state lock while dbt runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from dagster import AssetCheckResult, Output
+
+from lineage_defs.assets import metadata as md
+from lineage_defs.assets.execute import run_settings
+from lineage_defs.assets.translator import LineageTranslator
+from lineage_defs.plan.dbt import DbtProject, relation_aliases
+from lineage_defs.plan.spec import Project, StepSpec
+from lineage_defs.run.dbt_lineage import BuiltModel, PassResult, detect_engine, lineage_pass
+from lineage_defs.run.dbt_run import MAX_RUNTIME_TAG, dbt_commands, pass_budget
+from lineage_defs.run.substrates import StateLock
+
+
+def _executable(resource: Any) -> str:
+    return resource.dbt_executable or str(Path(sys.executable).parent / "dbt")
+
+
+def execute_dbt(context: Any, project: DbtProject, steps: Sequence[StepSpec], plan: Project, translator: LineageTranslator) -> Iterator[Any]:
+    from dagster_dbt import DbtCliResource
+
+    resource = context.resources.lineage
+    settings = run_settings(resource)
+    project_dir = Path(settings.pipelines_dir) / project.path
+    dbt = DbtCliResource(project_dir=str(project_dir), profiles_dir=project.profiles_dir, dbt_executable=_executable(resource))
+    window = None
+    if any(s.partitioning is not None for s in steps) and (context.has_partition_key or context.has_partition_key_range):
+        tw = context.partition_time_window
+        window = (tw.start, tw.end)
+
+    # 1. dbt, holding the state lock on the embedded default
+    outputs: dict[str, Output[Any]] = {}
+    checks: list[AssetCheckResult] = []
+    failure: BaseException | None = None
+    lock = StateLock(settings) if project.default_profile else contextlib.nullcontext()
+    build_target = _target_path(project, project_dir, context)
+    with lock:
+        for args in dbt_commands(project.config, window):
+            invocation = dbt.cli(args, context=context, raise_on_error=False, target_path=build_target)
+            for event in invocation.stream():
+                if isinstance(event, Output):
+                    outputs[event.output_name] = event
+                elif isinstance(event, AssetCheckResult):
+                    checks.append(event)
+                else:
+                    yield event
+            if not invocation.is_successful():
+                failure = invocation.get_error()
+                break
+
+    # 2. the lineage pass over what was built; 3. outputs with its metadata, then the checks
+    by_output = {translator.asset_key(s.uri).to_python_identifier(): s for s in steps}
+    built = [by_output[name] for name in outputs if name in by_output]
+    result = PassResult()
+    if project.config.column_lineage and built:
+        result = _lineage(context, project, built, plan, build_target)
+    for name, out in outputs.items():
+        step = by_output.get(name)
+        extra = _metadata(step, result, translator) if step is not None else {}
+        yield Output(value=None, output_name=name, metadata={**(out.metadata or {}), **extra}, data_version=out.data_version, tags=out.tags)
+    yield from checks
+    if failure is not None:
+        raise failure
+
+
+def _target_path(project: DbtProject, project_dir: Path, context: Any) -> Path:
+    """A target path of this run's own, seeded with the cached partial parse (no full re-parse per run)."""
+    target = project_dir / "target" / f"lineage-{context.run.run_id[:8]}-{uuid.uuid4().hex[:8]}"
+    target.mkdir(parents=True, exist_ok=True)
+    cached = Path(project.manifest_path).parent / "partial_parse.msgpack"
+    if cached.exists():
+        shutil.copyfile(cached, target / "partial_parse.msgpack")
+    return target
+
+
+def _lineage(context: Any, project: DbtProject, built: Sequence[StepSpec], plan: Project, build_target: Path) -> PassResult:
+    resource = context.resources.lineage
+    settings = run_settings(resource)
+    project_dir = Path(settings.pipelines_dir) / project.path
+    engine = detect_engine(resource.dbt_analysis_executable or resource.dbt_executable)
+    columns = {s.uri: s.output_columns for s in plan.steps if s.output_columns}
+    aliases = relation_aliases([s for s in plan.steps if s.dbt is not None])
+    back = {v: k for k, v in aliases.items()}
+    models = []
+    for s in built:
+        assert s.dbt is not None
+        upstream: dict[str, Sequence[str]] = {}
+        for d in s.deps:
+            if d.uri in columns:
+                upstream[back.get(d.uri, d.uri)] = columns[d.uri]  # the name the compiled SQL uses
+        models.append(BuiltModel(s.dbt.unique_id, s.uri, s.path[len(project.path) + 1 :], upstream))
+    select = " ".join(f"fqn:{s.dbt.fqn}" for s in built if s.dbt)
+
+    def static_compile(target: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+        args = [engine.executable or _executable(resource), "compile", "--static-analysis", "strict", "--project-dir", str(project_dir),
+                "--profiles-dir", project.profiles_dir, "--target-path", str(target), "--select", select, *project.config.cli_args()]  # fmt: skip
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=project_dir)
+
+    record = context.instance.get_run_record_by_id(context.run.run_id)
+    started = record.start_time if record is not None else None
+    timeout = float(context.run.tags.get(MAX_RUNTIME_TAG) or resource.dbt_run_timeout)
+    budget = pass_budget(timeout, started, time.time())
+    cache = Path(settings.state_dir) / "cache" / "dbt-lineage" / f"{project.path.replace('/', '__')}.json"
+    result = lineage_pass(
+        models, engine=engine, build_target=build_target, project_name=project.name, node_uris=dict(project.node_uris),
+        aliases=aliases, budget_seconds=budget, static_compile=static_compile, cache_file=cache,
+    )  # fmt: skip
+    if result.note:
+        context.log.warning(f"dbt lineage pass ({project.path}): partial or no column lineage — {result.note}")
+    else:
+        context.log.info(f"dbt lineage pass ({project.path}): {len(models)} models from {result.source} in {result.seconds:.2f}s")
+    return result
+
+
+def _metadata(step: StepSpec, result: PassResult, translator: LineageTranslator) -> dict[str, Any]:
+    """The same column schema and lineage entries a script's materialization carries."""
+    uri = step.uri
+    edges = result.edges.get(uri, ())
+    meta: dict[str, Any] = {"lineage/uri": uri}
+    if result.source:
+        meta["lineage/column_lineage_source"] = result.source
+    cols = result.columns.get(uri)
+    if cols:
+        schema = md.column_schema(uri, [c for c, _ in cols], edges, dict(cols))
+        if schema is not None:
+            meta["dagster/column_schema"] = schema
+    lineage = md.column_lineage(uri, edges, translator.asset_key)
+    if lineage is not None:
+        meta["dagster/column_lineage"] = lineage
+    table = md.lineage_markdown(uri, edges)
+    if table is not None:
+        meta["lineage/column_lineage"] = table
+        meta["lineage/column_edges"] = md.edges_json(uri, edges)
+    return meta
