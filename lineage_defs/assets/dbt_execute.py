@@ -10,6 +10,7 @@ holds the state lock while dbt runs.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -53,7 +54,7 @@ def execute_dbt(context: Any, project: DbtProject, steps: Sequence[StepSpec], pl
     failure: BaseException | None = None
     lock = StateLock(settings) if project.default_profile else contextlib.nullcontext()
     build_target = _target_path(project, project_dir, context)
-    with lock:
+    with lock, _lake_env(settings.to_env() if project.default_profile else {}):
         for args in dbt_commands(project.config, window):
             invocation = dbt.cli(args, context=context, raise_on_error=False, target_path=build_target)
             for event in invocation.stream():
@@ -80,6 +81,24 @@ def execute_dbt(context: Any, project: DbtProject, steps: Sequence[StepSpec], pl
     yield from checks
     if failure is not None:
         raise failure
+
+
+@contextlib.contextmanager
+def _lake_env(values: dict[str, str]) -> Iterator[None]:
+    """The configured main lake, for the generated profile's env_var() (dbt runs in a subprocess of this one)."""
+    keys = ("LINEAGE_DUCKLAKE_CATALOG", "LINEAGE_DUCKLAKE_DATA_PATH")
+    saved = {k: os.environ.get(k) for k in keys}
+    try:
+        for k in keys:
+            if values.get(k):
+                os.environ[k] = values[k]
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _target_path(project: DbtProject, project_dir: Path, context: Any) -> Path:

@@ -64,9 +64,9 @@ def build_definitions(
     paused = gc.isenabled()
     gc.disable()
     try:
-        resource = resource or LineageResource(pipelines_dir=str(pipelines_dir), state_dir=settings.state_dir)
         project = load(pipelines_dir, settings)
         translator = translator or LineageTranslator()
+        resource = resource or LineageResource(pipelines_dir=str(pipelines_dir), state_dir=settings.state_dir)
         return Definitions(assets=all_assets(project, translator), resources={"lineage": resource})
     finally:
         if paused:

@@ -23,6 +23,7 @@ class DbtLoad:
     projects: tuple[DbtProject, ...] = ()
     errors: tuple[LineageDefsError, ...] = ()
     lineage_inputs: Mapping[str, Mapping[str, Any]] = None  # type: ignore[assignment]  # per project: refs, sources, vars
+    pipelines: frozenset[str] = frozenset()  # pipelines holding a dbt project (valid or not)
 
     def with_lineage(
         self,
@@ -64,7 +65,7 @@ def load_dbt(root: Path, skip: set[str], cache_dir: Path | None, env: DbtEnv | N
     steps, errs = dbt_steps(root, loaded, names)
     errors.extend(errs)
     inputs = {p.path: _lineage_inputs(p, nodes) for p, nodes in loaded}
-    return DbtLoad(tuple(steps), relation_aliases(steps), tuple(p for p, _ in loaded), tuple(errors), inputs)
+    return DbtLoad(tuple(steps), relation_aliases(steps), tuple(p for p, _ in loaded), tuple(errors), inputs, frozenset(p for p, _ in found))
 
 
 def _lineage_inputs(project: DbtProject, nodes: Mapping[str, Any]) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def load_project(root: str | Path, cache_dir: Path | None = None, dbt_env: DbtEn
     # A folder that yields no step must not pass `check` silently.
     strays = stray_steps(root)
     empty: list[LineageDefsError] = []
-    with_steps = {s.pipeline for s in project.steps} | {pipelines[p] for p in project.invalid_paths if p in pipelines}
+    with_steps = {s.pipeline for s in project.steps} | {pipelines[p] for p in project.invalid_paths if p in pipelines} | dbt.pipelines
     for folder in pipeline_folders(root):
         if folder.name not in with_steps and not (folder / "dbt_project.yml").exists():
             empty.append(SpecError("this pipeline folder holds no step", Location(folder.name), "add a script with a '-- pipeline' line, or remove the folder", severity="warning"))
