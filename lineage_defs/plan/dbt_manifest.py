@@ -210,13 +210,13 @@ def parse_project(
         selection = ["--select", select or "fqn:*"] + (["--exclude", exclude] if exclude else [])
     with tempfile.TemporaryDirectory(prefix="lineage-dbt-parse-") as tmp:
         # dbt's own parser (and selection), in a process of its own: dbt keeps global state
-        spec = {"project_dir": str(project_dir), "profiles_dir": str(profiles), "target": tmp, "args": cli_args, "selection": selection}
+        spec = {"project_dir": str(project_dir.resolve()), "profiles_dir": str(profiles.resolve()), "target": tmp, "args": cli_args, "selection": selection}
         done = subprocess.run([sys.executable, "-m", "lineage_defs.plan.dbt_parse_main", json.dumps(spec)], cwd=project_dir,
                               env={**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}, capture_output=True, text=True)  # fmt: skip
         manifest_path = Path(tmp) / "manifest.json"
         if done.returncode != 0 or not manifest_path.exists():
             where = Location(f"{rel}/dbt_project.yml", 1)
-            return None, [SpecError(f"dbt parse failed: {_dbt_error(done)}", where, "fix the dbt project (run `dbt parse` in it to see the full error)")]
+            return None, [SpecError(_dbt_error(done), where, "fix the dbt project (run `dbt parse` in it to see the full error)")]
         manifest = json.loads(manifest_path.read_text())
         nodes = plan_nodes(manifest)
         nodes["selected"] = json.loads((Path(tmp) / "selected.json").read_text())

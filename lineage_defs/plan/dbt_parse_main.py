@@ -23,7 +23,7 @@ def main(spec: dict[str, object]) -> int:
     extra = [str(a) for a in spec["args"]]  # type: ignore[attr-defined]
     parsed = dbtRunner().invoke(["parse", "--quiet", *common, *extra])
     if not parsed.success:
-        print(f"dbt parse failed: {parsed.exception}", file=sys.stderr)
+        print(f"dbt parse failed: {parsed.exception or 'see the dbt log above'}", file=sys.stderr)
         return 1
     selected = None
     selection = [str(a) for a in spec["selection"]]  # type: ignore[attr-defined]
