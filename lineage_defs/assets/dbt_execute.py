@@ -1,26 +1,30 @@
 """Run a dbt project's multi-asset: dbt through dagster-dbt, then the lineage pass.
 
-dagster-dbt's event stream reports each built model and each test; the
-models' outputs are held until the lineage pass has run, so each carries its
-column schema and column lineage (read back like a script's). The embedded
-DuckDB files admit one writing process: a project on the default profile
-holds the state lock while dbt runs.
+Imported only when a dbt asset runs (dagster-dbt and dbt cost seconds to
+import). dagster-dbt's event stream reports each built model and each test,
+mapped to the plan's keys by a translator; the models' outputs are held until
+the lineage pass has run, so each carries its column schema and column
+lineage (read back like a script's). The embedded DuckDB files admit one
+writing process: a project on the default profile holds the state lock while
+dbt runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetCheckResult, Output
+from dagster import AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetKey, AssetMaterialization, AssetSpec, Output
+from dagster_dbt import DagsterDbtTranslator, DbtCliResource
 
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.execute import run_settings
@@ -36,9 +40,29 @@ def _executable(resource: Any) -> str:
     return resource.dbt_executable or str(Path(sys.executable).parent / "dbt")
 
 
-def execute_dbt(context: Any, project: DbtProject, steps: Sequence[StepSpec], plan: Project, translator: LineageTranslator) -> Iterator[Any]:
-    from dagster_dbt import DbtCliResource
+class LineageDbtTranslator(DagsterDbtTranslator):
+    """dagster-dbt's translator over the plan's keys: a dbt node's key is its step's URI key."""
 
+    def __init__(self, keys: Mapping[str, AssetKey]) -> None:
+        super().__init__()
+        self.keys = keys
+
+    def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> AssetKey:
+        key = self.keys.get(dbt_resource_props.get("unique_id", ""))
+        if key is not None:
+            return key
+        p = dbt_resource_props
+        return AssetKey(["dbt", str(p.get("database") or "dbt"), str(p.get("schema") or "main"), str(p.get("alias") or p.get("identifier") or p["name"])])
+
+    def get_asset_spec(self, manifest: Mapping[str, Any], unique_id: str, project: Any) -> AssetSpec:
+        # dagster-dbt only needs a node's key when it reports events; the specs come from the plan
+        props = manifest["nodes"].get(unique_id) or manifest["sources"].get(unique_id) or {"unique_id": unique_id, "name": unique_id}
+        return AssetSpec(key=self.get_asset_key(props))
+
+
+def execute_dbt(
+    context: Any, project: DbtProject, steps: Sequence[StepSpec], plan: Project, translator: LineageTranslator, selection: list[str]
+) -> Iterator[Any]:
     resource = context.resources.lineage
     settings = run_settings(resource)
     project_dir = Path(settings.pipelines_dir) / project.path
@@ -48,6 +72,16 @@ def execute_dbt(context: Any, project: DbtProject, steps: Sequence[StepSpec], pl
         tw = context.partition_time_window
         window = (tw.start, tw.end)
 
+    keys = {u: translator.asset_key(uri) for u, uri in project.node_uris}
+    keys.update({s.dbt.unique_id: translator.asset_key(s.uri) for s in steps if s.dbt})
+    dbt_translator = LineageDbtTranslator(keys)
+    manifest = json.loads(Path(project.manifest_path).read_text())
+    by_key = {translator.asset_key(s.uri): s for s in steps}
+    if set(context.selected_asset_keys) != set(by_key):  # a subset: the selected models by name
+        names = [n.fqn for k in context.selected_asset_keys if k in by_key and (n := by_key[k].dbt) is not None]
+        selection = ["--select", " ".join(f"fqn:{name}" for name in names)]
+    wanted_checks = set(context.selected_asset_check_keys)
+
     # 1. dbt, holding the state lock on the embedded default
     outputs: dict[str, Output[Any]] = {}
     checks: list[AssetCheckResult] = []
@@ -55,13 +89,16 @@ def execute_dbt(context: Any, project: DbtProject, steps: Sequence[StepSpec], pl
     lock = StateLock(settings) if project.default_profile else contextlib.nullcontext()
     build_target = _target_path(project, project_dir, context)
     with lock, _lake_env(settings.to_env() if project.default_profile else {}):
-        for args in dbt_commands(project.config, window):
-            invocation = dbt.cli(args, context=context, raise_on_error=False, target_path=build_target)
+        for args in dbt_commands(project.config, window, selection):
+            context.log.info(f"dbt {' '.join(args)}")
+            invocation = dbt.cli(args, manifest=manifest, dagster_dbt_translator=dbt_translator, raise_on_error=False, target_path=build_target)
             for event in invocation.stream():
-                if isinstance(event, Output):
-                    outputs[event.output_name] = event
-                elif isinstance(event, AssetCheckResult):
-                    checks.append(event)
+                if isinstance(event, AssetMaterialization) and event.asset_key in by_key:
+                    name = event.asset_key.to_python_identifier()
+                    outputs[name] = Output(value=None, output_name=name, metadata=dict(event.metadata))
+                elif isinstance(event, AssetCheckEvaluation):
+                    if AssetCheckKey(event.asset_key, event.check_name) in wanted_checks:
+                        checks.append(AssetCheckResult(asset_key=event.asset_key, check_name=event.check_name, passed=event.passed, severity=event.severity, metadata=dict(event.metadata)))
                 else:
                     yield event
             if not invocation.is_successful():
@@ -77,7 +114,7 @@ def execute_dbt(context: Any, project: DbtProject, steps: Sequence[StepSpec], pl
     for name, out in outputs.items():
         step = by_output.get(name)
         extra = _metadata(step, result, translator) if step is not None else {}
-        yield Output(value=None, output_name=name, metadata={**(out.metadata or {}), **extra}, data_version=out.data_version, tags=out.tags)
+        yield Output(value=None, output_name=name, metadata={**(out.metadata or {}), **extra})
     yield from checks
     if failure is not None:
         raise failure

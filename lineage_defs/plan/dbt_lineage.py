@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from lineage_defs.plan.cache import content_hash
 from lineage_defs.plan.spec import Analysis, ColumnEdge, StepSpec
 
-Analyze = Callable[[str, Mapping[str, Sequence[str]] | None], Analysis]
+# (cache key of the model's inputs, render its SQL, known upstream columns) → its analysis, None if unrenderable
+Analyze = Callable[[str, Callable[[], "str | None"], Mapping[str, Sequence[str]] | None], "Analysis | None"]
 
 
 def render(sql: str, node_relation: str, refs: Mapping[str, str], sources: Mapping[tuple[str, str], str], dbt_vars: Mapping[str, Any]) -> str | None:
@@ -91,14 +93,23 @@ def with_lineage(
         if node is None or info is None or not node.sql:
             out[s.uri] = s
             continue
-        sql = render(node.sql, node.relation, info["refs"], info["sources"], info["vars"])
-        if sql is None:
+        rendered: list[str | None] = []
+        inputs: Mapping[str, Any] = info
+
+        def sql(_n: Any = node, _i: Mapping[str, Any] = inputs) -> str | None:  # rendered once, only on a cache miss
+            if not rendered:
+                rendered.append(render(_n.sql, _n.relation, _i["refs"], _i["sources"], _i["vars"]))
+            return rendered[0]
+
+        # the model's SQL, its relation and everything its refs/sources/vars can render to
+        key = content_hash("dbt-model", info["inputs"], node.relation, node.sql)
+        a = analyze(key, sql, None)
+        if a is None:
             out[s.uri] = s
             continue
-        a = analyze(sql, None)
         known = {u: schemas[u] for u in a.needs_schemas if u in schemas}
         if known:  # `*` or unqualified columns over upstreams whose columns are known
-            a = analyze(sql, known)
+            a = analyze(key, sql, known) or a
         cols = a.output_columns if a.output_columns is not None else s.output_columns
         out[s.uri] = replace(s, column_edges=model_edges(s.uri, a.edges, resolve), output_columns=cols)
         if cols:

@@ -13,7 +13,7 @@ from lineage_defs.plan.cache import PlanCache, content_hash
 from lineage_defs.plan.dbt import DbtProject, dbt_steps, discover_dbt, load_dbt_project, model_uri, relation_aliases
 from lineage_defs.plan.dbt_lineage import with_lineage
 from lineage_defs.plan.dbt_manifest import DbtEnv
-from lineage_defs.plan.spec import Analysis, Dep, StepSpec
+from lineage_defs.plan.spec import Analysis, Dep, Problem, StepSpec
 
 
 @dataclass(frozen=True)
@@ -32,20 +32,25 @@ class DbtLoad:
         analyze: Callable[[str, Mapping[str, Sequence[str]] | None], Analysis],
         cache: PlanCache,
     ) -> list[StepSpec]:
-        """The dbt steps with deps resolved and load-time column lineage (cached by rendered SQL)."""
+        """The dbt steps with deps resolved and load-time column lineage (cached: a warm load renders nothing)."""
         if not self.steps:
             return []
 
-        def cached(sql: str, known: Mapping[str, Sequence[str]] | None) -> Analysis:
-            key = content_hash("dbt-sql", sql, repr(sorted((known or {}).items())))
+        def cached(base: str, sql: Callable[[], str | None], known: Mapping[str, Sequence[str]] | None) -> Analysis | None:
+            key = content_hash(base, repr(sorted((k, tuple(v)) for k, v in (known or {}).items())))
             hit = cache.get(key, Analysis)
             if hit is None:
-                hit = analyze(sql, known)
+                text = sql()
+                hit = analyze(text, known) if text is not None else _UNRENDERABLE
                 cache.put(key, hit)
-            return hit
+            return None if hit == _UNRENDERABLE else hit
 
         steps = [replace(s, deps=tuple(dict.fromkeys(Dep(resolve(d.uri), d.explicit) for d in s.deps))) for s in self.steps]
         return with_lineage(steps, self.lineage_inputs or {}, schemas, self.aliases or {}, resolve, cached)
+
+
+# Cached for a model whose SQL needs more of dbt than load-time rendering has (its lineage comes from the run).
+_UNRENDERABLE = Analysis(trailing_select=False, problems=(Problem("dbt SQL not renderable at load time", 0, 0, None),))
 
 
 def load_dbt(root: Path, skip: set[str], cache_dir: Path | None, env: DbtEnv | None) -> DbtLoad:
@@ -75,7 +80,8 @@ def _lineage_inputs(project: DbtProject, nodes: Mapping[str, Any]) -> dict[str, 
         if n["resource_type"] in ("model", "seed", "snapshot") and n.get("relation_name"):
             refs[n["name"]] = n["relation_name"]
     sources = {(s["source_name"], s["name"]): s["relation_name"] for s in nodes["sources"].values() if s.get("relation_name")}
-    return {"refs": refs, "sources": sources, "vars": json.loads(project.config.vars_json or "{}")}
+    inputs = content_hash(json.dumps(sorted(refs.items())), json.dumps(sorted(sources.items())), project.config.vars_json)
+    return {"refs": refs, "sources": sources, "vars": json.loads(project.config.vars_json or "{}"), "inputs": inputs}
 
 
 __all__ = ["DbtLoad", "load_dbt", "model_uri"]

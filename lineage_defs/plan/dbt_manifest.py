@@ -103,6 +103,8 @@ def profiles_dir(project_dir: Path, env: DbtEnv, threads: int | None = None) -> 
     text = default_profile(profile, env, threads)
     folder = Path(env.state_dir).resolve() / "dbt" / "profiles" / hashlib.sha256(f"{project_dir.resolve()}\0{text}".encode()).hexdigest()[:16]
     target = folder / "profiles.yml"
+    # DuckDB creates the embedded lake's catalog file on first ATTACH, but not its folder
+    (Path(env.state_dir).resolve() / "lake" / "data").mkdir(parents=True, exist_ok=True)
     if not target.exists() or target.read_text() != text:
         folder.mkdir(parents=True, exist_ok=True)
         _atomic_write(target, text)

@@ -9,7 +9,7 @@ from lineage_defs.plan.dbt_config import DbtConfig
 MAX_RUNTIME_TAG = "dagster/max_runtime"  # Dagster's run monitoring ends a run that exceeds it
 
 
-def dbt_commands(config: DbtConfig, window: tuple[dt.datetime, dt.datetime] | None = None) -> list[list[str]]:
+def dbt_commands(config: DbtConfig, window: tuple[dt.datetime, dt.datetime] | None = None, selection: list[str] | None = None) -> list[list[str]]:
     """The dbt invocations of one run, by ``test_behavior``; a window builds exactly its batches.
 
     >>> dbt_commands(DbtConfig(test_behavior="after_all", threads=2))
@@ -18,7 +18,7 @@ def dbt_commands(config: DbtConfig, window: tuple[dt.datetime, dt.datetime] | No
     >>> dbt_commands(DbtConfig(), w)[0][1:]
     ['--event-time-start', '2025-01-01 00:00:00', '--event-time-end', '2025-01-04 00:00:00']
     """
-    common = [*config.cli_args(), *(["--threads", str(config.threads)] if config.threads else [])]
+    common = [*(selection or []), *config.cli_args(), *(["--threads", str(config.threads)] if config.threads else [])]
     event_time = ["--event-time-start", _utc(window[0]), "--event-time-end", _utc(window[1])] if window else []
     if config.test_behavior == "build":
         return [["build", *event_time, *common]]
