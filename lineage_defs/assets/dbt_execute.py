@@ -117,7 +117,8 @@ def execute_dbt(
         yield Output(value=None, output_name=name, metadata={**(out.metadata or {}), **extra})
     yield from checks
     if failure is not None:
-        raise failure
+        raise failure  # the run's target path stays for debugging
+    shutil.rmtree(build_target, ignore_errors=True)  # compiled SQL of every model: not kept run after run
 
 
 @contextlib.contextmanager

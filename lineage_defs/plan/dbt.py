@@ -221,6 +221,7 @@ def _upstreams(node: Mapping[str, Any], nodes: Mapping[str, Any], sources: Mappi
 def dbt_steps(root: Path, projects: Sequence[tuple[DbtProject, Mapping[str, Any]]], names: set[str]) -> tuple[list[Any], list[LineageDefsError]]:
     """One ``StepSpec`` per selected model/seed/snapshot (deps not yet resolved through script aliases)."""
     from lineage_defs.plan.spec import Dep, StepSpec
+    from lineage_defs.plan.steps import op_name
 
     errors: list[LineageDefsError] = []
     steps: list[Any] = []
@@ -245,7 +246,7 @@ def dbt_steps(root: Path, projects: Sequence[tuple[DbtProject, Mapping[str, Any]
             sql = node.get("raw_code", "") if node["resource_type"] == "model" and node.get("language", "sql") == "sql" else ""
             steps.append(
                 StepSpec(
-                    name=_name(project, node, names),
+                    name=op_name(project.pipeline, f"{project.pipeline}/dbt__{node['name']}", names),
                     pipeline=project.pipeline,
                     path=rel,
                     language="dbt",
@@ -273,15 +274,6 @@ def dbt_steps(root: Path, projects: Sequence[tuple[DbtProject, Mapping[str, Any]
                 )
             )
     return steps, errors
-
-
-def _name(project: DbtProject, node: Mapping[str, Any], names: set[str]) -> str:
-    base = re.sub(r"[^A-Za-z0-9_]", "_", f"{project.pipeline}__dbt__{node['name']}")
-    name, i = base, 2
-    while name in names:
-        name, i = f"{base}_{i}", i + 1
-    names.add(name)
-    return name
 
 
 def project_op_name(project: DbtProject) -> str:
