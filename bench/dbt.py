@@ -172,7 +172,8 @@ def dagster_dbt_slice(manifest: Path, project: Path, profiles: Path, state: Path
             yield from (stream.fetch_column_metadata() if fetch else stream)
 
         t, w = time.process_time(), time.perf_counter()
-        result = materialize([slice_assets], resources={"dbt": dbt}, instance=DagsterInstance.ephemeral())
+        quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+        result = materialize([slice_assets], resources={"dbt": dbt}, instance=DagsterInstance.ephemeral(), run_config=quiet)
         out += [time.process_time() - t, time.perf_counter() - w]
         assert result.success
         n = len(result.get_asset_materialization_events())
