@@ -218,7 +218,7 @@ def _upstreams(node: Mapping[str, Any], nodes: Mapping[str, Any], sources: Mappi
     return out
 
 
-def dbt_steps(root: Path, projects: Sequence[tuple[DbtProject, Mapping[str, Any]]], names: set[str]) -> tuple[list[Any], list[LineageDefsError]]:
+def dbt_steps(projects: Sequence[tuple[DbtProject, Mapping[str, Any]]], names: set[str]) -> tuple[list[Any], list[LineageDefsError]]:
     """One ``StepSpec`` per selected model/seed/snapshot (deps not yet resolved through script aliases)."""
     from lineage_defs.plan.spec import Dep, StepSpec
     from lineage_defs.plan.steps import op_name

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from lineage_defs.errors import LineageDefsError
 from lineage_defs.plan.cache import PlanCache, content_hash
-from lineage_defs.plan.dbt import DbtProject, dbt_steps, discover_dbt, load_dbt_project, model_uri, relation_aliases
+from lineage_defs.plan.dbt import DbtProject, dbt_steps, discover_dbt, load_dbt_project, relation_aliases
 from lineage_defs.plan.dbt_lineage import with_lineage
 from lineage_defs.plan.dbt_manifest import DbtEnv
 from lineage_defs.plan.spec import Analysis, Dep, Problem, StepSpec
@@ -19,10 +19,10 @@ from lineage_defs.plan.spec import Analysis, Dep, Problem, StepSpec
 @dataclass(frozen=True)
 class DbtLoad:
     steps: tuple[StepSpec, ...] = ()
-    aliases: Mapping[str, str] = None  # type: ignore[assignment]  # script-side URI → dbt model URI
+    aliases: Mapping[str, str] = field(default_factory=dict)  # script-side URI → dbt model URI
     projects: tuple[DbtProject, ...] = ()
     errors: tuple[LineageDefsError, ...] = ()
-    lineage_inputs: Mapping[str, Mapping[str, Any]] = None  # type: ignore[assignment]  # per project: refs, sources, vars
+    lineage_inputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per project: refs, sources, vars
     pipelines: frozenset[str] = frozenset()  # pipelines holding a dbt project (valid or not)
 
     def with_lineage(
@@ -46,7 +46,7 @@ class DbtLoad:
             return None if hit == _UNRENDERABLE else hit
 
         steps = [replace(s, deps=tuple(dict.fromkeys(Dep(resolve(d.uri), d.explicit) for d in s.deps))) for s in self.steps]
-        return with_lineage(steps, self.lineage_inputs or {}, schemas, self.aliases or {}, resolve, cached)
+        return with_lineage(steps, self.lineage_inputs, schemas, self.aliases, resolve, cached)
 
 
 # Cached for a model whose SQL needs more of dbt than load-time rendering has (its lineage comes from the run).
@@ -57,7 +57,7 @@ def load_dbt(root: Path, skip: set[str], cache_dir: Path | None, env: DbtEnv | N
     """Discover, parse (cached) and plan every dbt project under ``root``."""
     found = list(discover_dbt(root, skip))
     if not found:
-        return DbtLoad(aliases={}, lineage_inputs={})
+        return DbtLoad()
     env = env or DbtEnv(str(cache_dir.parent if cache_dir else Path(".lineage")))
     errors: list[LineageDefsError] = []
     loaded: list[tuple[DbtProject, Mapping[str, Any]]] = []
@@ -67,7 +67,7 @@ def load_dbt(root: Path, skip: set[str], cache_dir: Path | None, env: DbtEnv | N
         if project is not None:
             loaded.append((project, nodes))
     names: set[str] = set()
-    steps, errs = dbt_steps(root, loaded, names)
+    steps, errs = dbt_steps(loaded, names)
     errors.extend(errs)
     inputs = {p.path: _lineage_inputs(p, nodes) for p, nodes in loaded}
     return DbtLoad(tuple(steps), relation_aliases(steps), tuple(p for p, _ in loaded), tuple(errors), inputs, frozenset(p for p, _ in found))
@@ -83,5 +83,3 @@ def _lineage_inputs(project: DbtProject, nodes: Mapping[str, Any]) -> dict[str, 
     inputs = content_hash(json.dumps(sorted(refs.items())), json.dumps(sorted(sources.items())), project.config.vars_json)
     return {"refs": refs, "sources": sources, "vars": json.loads(project.config.vars_json or "{}"), "inputs": inputs}
 
-
-__all__ = ["DbtLoad", "load_dbt", "model_uri"]
