@@ -100,3 +100,25 @@ def test_lineage_yml_values(text: str, expected: dict[str, object]) -> None:
     cfg, errors = parse_lineage_yml("x/lineage.yml", text)
     assert not errors
     assert {k: getattr(cfg, k) for k in expected} == expected
+
+
+def test_project_with_its_own_profile(tmp_path: Path) -> None:
+    files = {
+        "p/proj/dbt_project.yml": "name: own\nversion: '1.0'\nprofile: own\n",
+        "p/proj/profiles.yml": f"own:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {tmp_path / 'own.duckdb'}\n",
+        "p/proj/models/sources.yml": "version: 2\nsources:\n  - name: crm\n    schema: raw\n    tables:\n      - name: people\n",
+        "p/proj/models/base.sql": "select id, name from {{ source('crm', 'people') }}\n",
+        "p/proj/models/top.sql": "select id, upper(name) as name from {{ ref('base') }}\n",
+    }
+    root = write_files(tmp_path / "pipelines", files)
+    project = load_project(root, cache_dir=tmp_path / "state" / "cache")
+    assert not project.errors, [e.render() for e in project.errors]
+    assert not (tmp_path / "state" / "dbt" / "profiles").exists()  # the project's own profile is used as it is
+    steps = {s.uri: s for s in project.steps}
+    assert set(steps) == {"dbt://own/main/base", "dbt://own/main/top"}
+    assert [d.uri for d in steps["dbt://own/main/base"].deps] == ["dbt://own/raw/people"]  # a source of its own database
+    assert project.externals == ("dbt://own/raw/people",)
+    edges = {(e.source, e.target, e.kind) for e in steps["dbt://own/main/top"].column_edges}
+    assert edges == {("dbt://own/main/base.id", "dbt://own/main/top.id", "copy"), ("dbt://own/main/base.name", "dbt://own/main/top.name", "mod")}
+    base_edges = {(e.source, e.target) for e in steps["dbt://own/main/base"].column_edges}
+    assert ("dbt://own/raw/people.name", "dbt://own/main/base.name") in base_edges

@@ -29,7 +29,7 @@ from dagster_dbt import DagsterDbtTranslator, DbtCliResource
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.execute import run_settings
 from lineage_defs.assets.translator import LineageTranslator
-from lineage_defs.plan.dbt import DbtProject, relation_aliases
+from lineage_defs.plan.dbt import DbtProject, own_catalogs, relation_aliases
 from lineage_defs.plan.spec import Project, StepSpec
 from lineage_defs.run.dbt_lineage import BuiltModel, PassResult, detect_engine, lineage_pass
 from lineage_defs.run.dbt_run import MAX_RUNTIME_TAG, dbt_commands, pass_budget
@@ -155,7 +155,8 @@ def _lineage(context: Any, project: DbtProject, built: Sequence[StepSpec], plan:
     project_dir = Path(settings.pipelines_dir) / project.path
     engine = detect_engine(resource.dbt_analysis_executable or resource.dbt_executable)
     columns = {s.uri: s.output_columns for s in plan.steps if s.output_columns}
-    aliases = relation_aliases([s for s in plan.steps if s.dbt is not None])
+    prelude, own = own_catalogs(project)
+    aliases = {**relation_aliases([s for s in plan.steps if s.dbt is not None]), **own}
     back = {v: k for k, v in aliases.items()}
     models = []
     for s in built:
@@ -179,7 +180,7 @@ def _lineage(context: Any, project: DbtProject, built: Sequence[StepSpec], plan:
     cache = Path(settings.state_dir) / "cache" / "dbt-lineage" / f"{project.path.replace('/', '__')}.json"
     result = lineage_pass(
         models, engine=engine, build_target=build_target, project_name=project.name, node_uris=dict(project.node_uris),
-        aliases=aliases, budget_seconds=budget, static_compile=static_compile, cache_file=cache,
+        aliases=aliases, budget_seconds=budget, static_compile=static_compile, cache_file=cache, prelude=prelude,
     )  # fmt: skip
     if result.note:
         context.log.warning(f"dbt lineage pass ({project.path}): partial or no column lineage — {result.note}")

@@ -179,6 +179,28 @@ def relation_aliases(steps: Sequence[Any]) -> dict[str, str]:
     return out
 
 
+def own_catalogs(project: DbtProject) -> tuple[str, dict[str, str]]:
+    """For a project on its own profile: SQL declaring its databases, and their relations → assets.
+
+    The analysis knows the embedded catalogs (``lake``, ``warehouse``); a
+    project's own database (``own.main.base``) is declared to it with an
+    ``ATTACH`` prelude, and the URI the analysis then gives
+    (``duckdb://own/base``) maps back to the node (``dbt://own/main/base``).
+    Only for the project's own lineage: scripts keep their meaning of ``duckdb://``.
+    """
+    if project.default_profile:
+        return "", {}
+    databases: set[str] = set()
+    aliases: dict[str, str] = {}
+    for _, uri in project.node_uris:
+        u = uris.parse(uri)
+        if u.kind == "dbt":
+            databases.add(u.authority)
+            aliases[_table_uri(f"duckdb://{u.authority}", u.path[0], u.path[1])] = uri
+    prelude = "".join(f"ATTACH 'duckdb://{db}' AS \"{db}\";\n" for db in sorted(databases))
+    return prelude, aliases
+
+
 def _batch(node: Mapping[str, Any]) -> Microbatch | None:
     cfg = node.get("config") or {}
     if cfg.get("materialized") != "incremental" or cfg.get("incremental_strategy") != "microbatch":

@@ -98,7 +98,8 @@ def with_lineage(
 
         def sql(_n: Any = node, _i: Mapping[str, Any] = inputs) -> str | None:  # rendered once, only on a cache miss
             if not rendered:
-                rendered.append(render(_n.sql, _n.relation, _i["refs"], _i["sources"], _i["vars"]))
+                text = render(_n.sql, _n.relation, _i["refs"], _i["sources"], _i["vars"])
+                rendered.append(_i["prelude"] + text if text is not None else None)
             return rendered[0]
 
         # the model's SQL, its relation and everything its refs/sources/vars can render to
@@ -111,10 +112,16 @@ def with_lineage(
         if known:  # `*` or unqualified columns over upstreams whose columns are known
             a = analyze(key, sql, known) or a
         cols = a.output_columns if a.output_columns is not None else s.output_columns
-        out[s.uri] = replace(s, column_edges=model_edges(s.uri, a.edges, resolve), output_columns=cols)
+        own: Mapping[str, str] = inputs["aliases"]
+
+        def resolved(uri: str, _own: Mapping[str, str] = own) -> str:  # the project's own database first
+            return _own.get(uri) or resolve(uri)
+
+        out[s.uri] = replace(s, column_edges=model_edges(s.uri, a.edges, resolved), output_columns=cols)
         if cols:
             schemas[s.uri] = tuple(cols)
-            if s.uri in back:
-                schemas[back[s.uri]] = tuple(cols)
+            for uri, alias in [*back.items(), *((m, a) for a, m in own.items())]:
+                if uri == s.uri:  # also under the name the SQL of its readers uses
+                    schemas[alias] = tuple(cols)
     return [out[s.uri] for s in steps]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from lineage_defs.errors import LineageDefsError
 from lineage_defs.plan.cache import PlanCache, content_hash
-from lineage_defs.plan.dbt import DbtProject, dbt_steps, discover_dbt, load_dbt_project, relation_aliases
+from lineage_defs.plan.dbt import DbtProject, dbt_steps, discover_dbt, load_dbt_project, own_catalogs, relation_aliases
 from lineage_defs.plan.dbt_lineage import with_lineage
 from lineage_defs.plan.dbt_manifest import DbtEnv
 from lineage_defs.plan.spec import Analysis, Dep, Problem, StepSpec
@@ -80,6 +80,7 @@ def _lineage_inputs(project: DbtProject, nodes: Mapping[str, Any]) -> dict[str, 
         if n["resource_type"] in ("model", "seed", "snapshot") and n.get("relation_name"):
             refs[n["name"]] = n["relation_name"]
     sources = {(s["source_name"], s["name"]): s["relation_name"] for s in nodes["sources"].values() if s.get("relation_name")}
-    inputs = content_hash(json.dumps(sorted(refs.items())), json.dumps(sorted(sources.items())), project.config.vars_json)
-    return {"refs": refs, "sources": sources, "vars": json.loads(project.config.vars_json or "{}"), "inputs": inputs}
+    prelude, aliases = own_catalogs(project)
+    inputs = content_hash(json.dumps(sorted(refs.items())), json.dumps(sorted(sources.items())), project.config.vars_json, prelude)
+    return {"refs": refs, "sources": sources, "vars": json.loads(project.config.vars_json or "{}"), "inputs": inputs, "prelude": prelude, "aliases": aliases}
 

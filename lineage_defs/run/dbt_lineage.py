@@ -108,7 +108,7 @@ class _SqlCache:
 
 
 def _sqlglot_lineage(
-    models: Sequence[BuiltModel], compiled: Path, aliases: Mapping[str, str], cache: _SqlCache, deadline: float, clock: Callable[[], float]
+    models: Sequence[BuiltModel], compiled: Path, aliases: Mapping[str, str], cache: _SqlCache, deadline: float, clock: Callable[[], float], prelude: str = ""
 ) -> tuple[dict[str, tuple[ColumnEdge, ...]], dict[str, list[str]], str | None]:
     from lineage_defs.plan.sql import analyze_sql
 
@@ -126,6 +126,7 @@ def _sqlglot_lineage(
         if sql is None:
             missing += 1
             continue
+        sql = prelude + sql
         known = {u: list(c) for u, c in sorted(m.upstream_schemas.items())}
         key = hashlib.sha256(f"{CACHE_VERSION}\0{fingerprint}\0{m.uri}\0{json.dumps(known)}\0{sql}".encode()).hexdigest()[:32]
         hit = cache.entries.get(key)
@@ -180,11 +181,13 @@ def lineage_pass(
     cache_file: Path | None = None,
     caps: Mapping[str, int] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    prelude: str = "",
 ) -> PassResult:
     """Column lineage and columns of ``models`` after a build; never raises an ``Exception``.
 
     ``node_uris`` maps every dbt unique id (models and sources) to its asset
-    URI, ``aliases`` script-side URIs to dbt model URIs. ``static_compile(target,
+    URI, ``aliases`` the URIs the SQL analysis gives to dbt model URIs (``prelude``
+    declares a project's own databases to it). ``static_compile(target,
     timeout)`` runs the engine's strict compile into ``target``.
     """
     start = clock()
@@ -219,7 +222,7 @@ def lineage_pass(
             else:
                 # dbt-core 1.x, or the index failed: sqlglot over the build's compiled SQL
                 cache = _SqlCache(cache_file)
-                edges2, cols2, note = _sqlglot_lineage(models, build_target / "compiled" / project_name, aliases, cache, deadline, clock)
+                edges2, cols2, note = _sqlglot_lineage(models, build_target / "compiled" / project_name, aliases, cache, deadline, clock, prelude)
                 cache.save()
                 result.edges, result.source = edges2, "sqlglot"
                 result.columns = {u: [(c, "unknown") for c in cs] for u, cs in cols2.items()}
