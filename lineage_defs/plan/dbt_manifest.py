@@ -225,8 +225,10 @@ def parse_project(
         nodes = plan_nodes(manifest)
         nodes["selected"] = json.loads((Path(tmp) / "selected.json").read_text())
         if (Path(tmp) / "partial_parse.msgpack").exists():  # lets every build skip a full re-parse
-            shutil.copyfile(Path(tmp) / "partial_parse.msgpack", folder / ".partial_parse.tmp")
-            os.replace(folder / ".partial_parse.tmp", folder / "partial_parse.msgpack")
+            fd, part = tempfile.mkstemp(dir=folder, prefix=".msgpack-")
+            os.close(fd)
+            shutil.copyfile(Path(tmp) / "partial_parse.msgpack", part)
+            os.replace(part, folder / "partial_parse.msgpack")
     _atomic_write(manifest_file, json.dumps(slim_manifest(manifest)))
     _atomic_write(nodes_file, json.dumps(nodes))
     return ParsedProject(key, str(manifest_file), nodes), []
