@@ -38,6 +38,7 @@ bench: install
 	$(PY) bench/load.py
 	$(PY) bench/backfill.py
 	$(PY) bench/events.py
+	$(PY) bench/dbt.py
 
 clean:
 	rm -rf .lineage dagster_home/storage dagster_home/history dagster_home/schedules dagster_home/logs

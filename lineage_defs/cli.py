@@ -17,10 +17,11 @@ def _folder(arg: str | None) -> Path:
 
 
 def _load(folder: Path, use_cache: bool = True) -> Project:
+    from lineage_defs.plan.dbt_manifest import DbtEnv
     from lineage_defs.plan.project import load_project
 
     state = Path(paths_from_env()[1])
-    return load_project(folder, cache_dir=state / "cache" if use_cache else None)
+    return load_project(folder, cache_dir=state / "cache" if use_cache else None, dbt_env=DbtEnv(str(state)))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -54,7 +55,7 @@ def graph_json(project: Project) -> dict[str, Any]:
                     "upstream": [d.uri for d in s.deps],
                     "partitions": {"kind": p.kind, "start": p.start, "tz": p.tz} if p else None,
                     "strategy": s.strategy,
-                    "checks": [t.name for t in s.tests],
+                    "checks": list(s.check_names),
                 }
             )
     for uri in project.externals:

@@ -256,7 +256,8 @@ def test_asset_graph_matches_the_project(dev: DagsterDev, project: Project) -> N
         assert checks["__typename"] == "AssetChecks", (where, checks)
         if key == uris.key_path(step.uri):  # data tests are checks of the primary output
             got = {c["name"]: c["blocking"] for c in checks["checks"]}
-            assert got == {t.name: t.severity == "error" for t in step.tests}, where
+            tests = step.dbt.tests if step.dbt is not None else step.tests  # a dbt model's checks are its dbt tests
+            assert got == {t.name: t.severity == "error" for t in tests}, where
 
     # the example's data tests are all there, e.g. every one of orders.sql
     orders_checks = {c["name"] for c in nodes[uris.key_path(ORDERS)]["assetChecksOrError"]["checks"]}

@@ -13,6 +13,7 @@ from lineage_defs.assets.factory import CachedKeys, all_assets, partition_defs
 from lineage_defs.assets.resources import LineageResource
 from lineage_defs.assets.translator import LineageTranslator
 from lineage_defs.errors import ProjectErrors
+from lineage_defs.plan.dbt_manifest import DbtEnv
 from lineage_defs.plan.project import load_project
 from lineage_defs.plan.schemas import captured_schemas, column_warnings
 from lineage_defs.plan.spec import Project
@@ -34,7 +35,7 @@ class LineageSettings:
 
 def load(pipelines_dir: str | Path, settings: LineageSettings = LineageSettings()) -> Project:
     cache = Path(settings.state_dir) / "cache" if settings.use_cache else None
-    project = load_project(Path(pipelines_dir), cache_dir=cache)
+    project = load_project(Path(pipelines_dir), cache_dir=cache, dbt_env=DbtEnv(settings.state_dir))
     for w in (*project.warnings, *column_warnings(project, captured_schemas(settings.state_dir))):
         log.warning(w.render())
     if project.errors:
@@ -46,7 +47,7 @@ def load(pipelines_dir: str | Path, settings: LineageSettings = LineageSettings(
         steps = tuple(s for s in project.steps if s.path not in bad)
         produced = {u for s in steps for u in s.outputs}
         externals = tuple(sorted({d.uri for s in steps for d in s.deps if d.uri not in produced}))
-        project = Project(project.root, steps, externals, project.macros, project.errors, project.warnings, project.invalid_paths)
+        project = Project(project.root, steps, externals, project.macros, project.errors, project.warnings, project.invalid_paths, project.dbt_projects)
     return project
 
 

@@ -215,7 +215,14 @@ def all_assets(
     translator = translator if isinstance(translator, CachedKeys) else CachedKeys(translator)
     pdefs = pdefs if pdefs is not None else partition_defs(project)
     conditions = conditions or {}
-    assets: list[AssetsDefinition | AssetSpec] = [step_assets(s, project, pdefs, translator, conditions.get(s.name)) for s in project.steps]
+    assets: list[AssetsDefinition | AssetSpec] = [step_assets(s, project, pdefs, translator, conditions.get(s.name)) for s in project.steps if s.dbt is None]
+    if project.dbt_projects:
+        from lineage_defs.assets.dbt import dbt_assets_for
+
+        for dbt_project in project.dbt_projects:
+            steps = [s for s in project.steps if s.dbt is not None and s.dbt.project == dbt_project.path]
+            if steps:
+                assets.extend(dbt_assets_for(dbt_project, steps, project, pdefs, translator))
     assets.extend(external_specs(project, translator))
     return assets
 

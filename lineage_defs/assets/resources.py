@@ -30,3 +30,10 @@ class LineageResource(ConfigurableResource):
     s3_region: str | None = None
     s3_access_key_id: str | None = None
     s3_secret_access_key: str | None = None
+    # dbt: the executable that builds (default: this interpreter's dbt-core) and the one whose
+    # strict static analysis writes the lineage index (default: the same).
+    dbt_executable: str | None = None
+    dbt_analysis_executable: str | None = None
+    # A dbt run's time budget in seconds when the run has no `dagster/max_runtime` tag; the
+    # lineage pass gets half of what is left of it after the build.
+    dbt_run_timeout: float = 3600.0

@@ -69,11 +69,28 @@ def promised_schemas(outputs: Mapping[str, tuple[str, ...]], step_files: Mapping
     return schemas
 
 
-def current_view_resolver(outputs: Mapping[str, tuple[str, ...]], step_files: Mapping[str, FileResult], producer: Mapping[str, str]) -> Callable[[str], str]:
-    """scd2 targets keep a `<t>_current` view: reading it is reading `<t>`."""
+def dbt_producers(dbt_steps: Sequence[StepSpec], aliases: Mapping[str, str], producer: Mapping[str, str], step_files: Mapping[str, FileResult], errors: list[LineageDefsError]) -> dict[str, str]:
+    """dbt model URI → its file; a script writing a model's relation (or URI) is a second producer."""
+    out = {s.uri: s.path for s in dbt_steps}
+    for uri, p in producer.items():
+        model = aliases.get(uri, uri)
+        if model in out:
+            m = step_files[p].header.materialize
+            loc = m.at if m and m.at and m.uri == uri else step_files[p].loc(m.at.line if m and m.at else 1, uri)
+            errors.append(SpecError(f"{uri} is the relation the dbt model {out[model]} builds", loc, "each asset has one producer: write to another table, or read the model"))
+    return out
+
+
+def current_view_resolver(
+    outputs: Mapping[str, tuple[str, ...]], step_files: Mapping[str, FileResult], producer: Mapping[str, str], aliases: Mapping[str, str] | None = None
+) -> Callable[[str], str]:
+    """scd2 targets keep a `<t>_current` view: reading it is reading `<t>`; reading a dbt model's relation is reading the model."""
     scd2 = {outs[0] for p, outs in outputs.items() if (m := step_files[p].header.materialize) and m.history}
+    models = aliases or {}
 
     def resolve(uri: str) -> str:
+        if uri in models:
+            return models[uri]
         if uri.endswith("_current") and uri not in producer and uri[: -len("_current")] in scd2:
             return uri[: -len("_current")]
         return uri
@@ -86,6 +103,8 @@ def unproduced_warnings(steps: Sequence[StepSpec], step_files: Mapping[str, File
     out: list[LineageDefsError] = []
     fix = "it is treated as external; check the URI if it should be a step's output"
     for s in steps:
+        if s.dbt is not None:
+            continue
         fr = step_files[s.path]
         for t in s.tests:
             if t.kind == "relationships" and t.ref_uri not in produced and t.at:
@@ -126,8 +145,8 @@ def cycles(steps: Sequence[StepSpec], files: Mapping[str, FileResult]) -> list[S
                     chain = " → ".join(by_name[n].path for n in [*cyc, cyc[0]])
                     nxt_uri = by_name[cyc[1 % len(cyc)]].uri
                     dep = next((d for d in first.deps if d.uri in by_name[cyc[1 % len(cyc)]].outputs), None)
-                    fr = files[first.path]
-                    loc = fr.loc(dep.line, nxt_uri) if dep and dep.line else Location(first.path, 1)
+                    fr = files.get(first.path)  # None for a dbt model
+                    loc = fr.loc(dep.line, nxt_uri) if fr and dep and dep.line else Location(first.path, 1)
                     out.append(SpecError(f"dependency cycle: {chain}", loc, "break the cycle: add 'mute <uri>' for a read that must not be an edge"))
             elif not color.get(nxt):
                 color[nxt] = 1

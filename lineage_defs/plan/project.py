@@ -13,15 +13,22 @@ from pathlib import Path
 
 from lineage_defs.errors import LineageDefsError, Location, SpecError
 from lineage_defs.plan import graph
+from lineage_defs.parse import Header
 from lineage_defs.plan.cache import PlanCache
-from lineage_defs.plan.discover import discover, pipeline_folders, stray_steps
-from lineage_defs.plan.files import FileResult, load_file, with_schemas
+from lineage_defs.plan.dbt_load import DbtLoad, load_dbt
+from lineage_defs.plan.dbt_manifest import DbtEnv
+from lineage_defs.plan.discover import SKIP_DIRS, discover, pipeline_folders, stray_steps
+from lineage_defs.plan.files import FileResult, analyze, load_file, with_schemas
 from lineage_defs.plan.spec import Project, StepSpec
 from lineage_defs.plan.steps import build_step
 
 
-def load_project(root: str | Path, cache_dir: Path | None = None) -> Project:
-    """Load and validate a pipelines folder. Never raises for user errors: they are in ``errors``."""
+def load_project(root: str | Path, cache_dir: Path | None = None, dbt_env: DbtEnv | None = None) -> Project:
+    """Load and validate a pipelines folder. Never raises for user errors: they are in ``errors``.
+
+    ``dbt_env`` says where the embedded default lives for dbt projects without
+    a profiles.yml (default: the state dir holding ``cache_dir``).
+    """
     root = Path(root)
     cache = PlanCache(cache_dir)
     files: dict[str, FileResult] = {}
@@ -30,12 +37,13 @@ def load_project(root: str | Path, cache_dir: Path | None = None) -> Project:
         fr = load_file(root, path, cache)
         files[fr.header.path] = fr
         pipelines[fr.header.path] = pipeline
-    project = _plan(root, files, pipelines, cache)
+    dbt = load_dbt(root, SKIP_DIRS, cache_dir, dbt_env)
+    project = _plan(root, files, pipelines, cache, dbt)
     cache.save()
     # A folder that yields no step must not pass `check` silently.
     strays = stray_steps(root)
     empty: list[LineageDefsError] = []
-    with_steps = {s.pipeline for s in project.steps} | {pipelines[p] for p in project.invalid_paths if p in pipelines}
+    with_steps = {s.pipeline for s in project.steps} | {pipelines[p] for p in project.invalid_paths if p in pipelines} | dbt.pipelines
     for folder in pipeline_folders(root):
         if folder.name not in with_steps and not (folder / "dbt_project.yml").exists():
             empty.append(SpecError("this pipeline folder holds no step", Location(folder.name), "add a script with a '-- pipeline' line, or remove the folder", severity="warning"))
@@ -47,8 +55,8 @@ def load_project(root: str | Path, cache_dir: Path | None = None) -> Project:
     return project
 
 
-def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], cache: PlanCache) -> Project:
-    errors: list[LineageDefsError] = []
+def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], cache: PlanCache, dbt: DbtLoad) -> Project:
+    errors: list[LineageDefsError] = list(dbt.errors)
     warnings: list[LineageDefsError] = []
     for fr in files.values():
         errors.extend(fr.errors)
@@ -62,6 +70,7 @@ def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], c
     # 1. what each step produces, and one producer per asset
     outputs = graph.outputs_of(step_files, errors)
     producer = graph.producers(outputs, step_files, errors)
+    producer.update(graph.dbt_producers(dbt.steps, dbt.aliases, producer, step_files, errors))
 
     # 2. a second lineage pass where upstream columns resolve a `*` or an ambiguous name
     schemas = graph.promised_schemas(outputs, step_files)
@@ -70,11 +79,11 @@ def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], c
         known = {u: schemas[u] for u in need if u in schemas}
         if known:
             step_files[p] = with_schemas(root, fr, known, cache)
-    resolve = graph.current_view_resolver(outputs, step_files, producer)
+    resolve = graph.current_view_resolver(outputs, step_files, producer, dbt.aliases)
 
     # 3. step specs
-    names: set[str] = set()
-    steps: list[StepSpec] = []
+    names: set[str] = {s.name for s in dbt.steps}
+    steps: list[StepSpec] = dbt.with_lineage(schemas, resolve, lambda sql, known: analyze(Header("", "duckdb"), sql, "default", known), cache)
     libs: dict[str, list[str]] = {}
     for p in macros:
         libs.setdefault(pipelines[p], []).append(p)
@@ -87,4 +96,5 @@ def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], c
     externals = sorted({d.uri for s in steps for d in s.deps if d.uri not in produced})
     errors.extend(graph.cycles(steps, step_files))
     warnings.extend(graph.unproduced_warnings(steps, step_files, produced))
-    return Project(str(root), tuple(steps), tuple(externals), macros, tuple(errors), tuple(warnings), tuple(sorted({e.path for e in errors if e.path})))
+    invalid = tuple(sorted({e.path for e in errors if e.path}))
+    return Project(str(root), tuple(steps), tuple(externals), macros, tuple(errors), tuple(warnings), invalid, dbt.projects)

@@ -7,7 +7,7 @@ executes it. Nothing here imports Dagster or touches a database.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from lineage_defs.errors import LineageDefsError
 from lineage_defs.parse.model import (
@@ -20,6 +20,9 @@ from lineage_defs.parse.model import (
     Schedule,
     Webhook,
 )
+
+if TYPE_CHECKING:
+    from lineage_defs.plan.dbt import DbtNode, DbtProject
 
 # Columns the runtime manages in targets (plan knows them for `*` expansion).
 PARTITION_COLUMN = "_partition"  # the partition key of partitioned managed targets
@@ -132,15 +135,23 @@ class StepSpec:
     pool: str | None = None
     body_line: int = 1
     content_hash: str = ""
+    dbt: DbtNode | None = None  # a dbt model/seed/snapshot (language "dbt")
 
     @property
     def uri(self) -> str:
         return self.outputs[0]
 
     @property
+    def check_names(self) -> tuple[str, ...]:
+        """The asset checks of this step: its data tests, or a dbt node's tests."""
+        if self.dbt is not None:
+            return tuple(t.name for t in self.dbt.tests)
+        return tuple(t.name for t in self.tests)
+
+    @property
     def kinds(self) -> tuple[str, ...]:
         """Dagster kinds: the engine that runs it plus the substrate it writes."""
-        engine = {"duckdb": "duckdb", "postgres": "postgres", "python": "python", "bash": "bash"}[self.language]
+        engine = {"duckdb": "duckdb", "postgres": "postgres", "python": "python", "bash": "bash", "dbt": "dbt"}[self.language]
         out = [engine]
         for uri in self.outputs:
             kind = uri.split("://", 1)[0]
@@ -159,6 +170,7 @@ class Project:
     errors: tuple[LineageDefsError, ...] = ()
     warnings: tuple[LineageDefsError, ...] = ()
     invalid_paths: tuple[str, ...] = field(default=())
+    dbt_projects: tuple[DbtProject, ...] = ()  # how to invoke dbt for the steps of language "dbt"
 
 
 def strategy_of(m: Materialize | None, partitioned: bool) -> str:

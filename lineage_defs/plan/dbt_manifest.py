@@ -1,0 +1,241 @@
+"""A dbt project's manifest, parsed once by dbt and cached by content hash.
+
+``dbt parse`` costs seconds (tens of seconds for thousands of models) and
+every Dagster run process loads the code location again, so the manifest is
+keyed by a hash of the project's files, the profile, ``lineage.yml``'s vars
+and target and the dbt version, and kept under
+``<state>/cache/dbt/<hash>/`` as JSON (data only, never pickle):
+
+- ``manifest.json`` — a slim manifest: the nodes, sources, maps and metadata
+  dagster-dbt reads at run time (no raw SQL, no macros, no docs);
+- ``nodes.json`` — the same models/sources/tests as the plan needs them,
+  with raw SQL for load-time lineage.
+
+A warm load reads ``nodes.json`` only; run processes read ``manifest.json``
+when dbt runs. Nothing here imports Dagster or touches a database (``dbt
+parse`` does not connect).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lineage_defs.errors import Location, SpecError
+
+# Bump when what is kept from the manifest changes.
+MANIFEST_CACHE_VERSION = "dbt-v1"
+_SKIP = {"target", "logs", ".git", "__pycache__", ".venv", "venv", "node_modules"}
+_NODE_TYPES = ("model", "seed", "snapshot", "test")
+_NODE_FIELDS = (
+    "unique_id", "resource_type", "name", "package_name", "path", "original_file_path", "fqn", "database",
+    "schema", "alias", "relation_name", "depends_on", "description", "columns", "tags", "meta", "group",
+    "test_metadata", "attached_node", "column_name", "checksum", "version",
+)  # fmt: skip
+_CONFIG_FIELDS = (
+    "materialized", "incremental_strategy", "event_time", "batch_size", "begin", "lookback", "severity",
+    "meta", "tags", "enabled", "unique_key", "concurrent_batches",
+)  # fmt: skip
+_SOURCE_FIELDS = (
+    "unique_id", "resource_type", "name", "source_name", "package_name", "path", "original_file_path", "fqn",
+    "database", "schema", "identifier", "relation_name", "description", "columns", "tags", "meta",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DbtEnv:
+    """Where the embedded default lives, for the generated profile."""
+
+    state_dir: str
+
+
+def _extension_directory() -> str:
+    import duckdb_ext  # the duckdb-ext-* wheels install into this namespace package
+
+    return os.path.join(list(duckdb_ext.__path__)[0], "extensions")
+
+
+def default_profile(profile: str, env: DbtEnv, threads: int | None = None) -> str:
+    """profiles.yml for a project that brings none: dbt-duckdb on ``warehouse.duckdb``, ``main`` DuckLake as ``lake``.
+
+    Offline: extensions load from the duckdb-ext-* wheels, nothing is installed.
+    """
+    state = Path(env.state_dir).resolve()
+    # A configured lake (LINEAGE_DUCKLAKE_CATALOG may hold a password) is read by dbt from the
+    # environment of its own process; the file only names the variables and the embedded default.
+    catalog = "{{ env_var('LINEAGE_DUCKLAKE_CATALOG', '%s') }}" % (state / "lake" / "metadata.ducklake")
+    data = "{{ env_var('LINEAGE_DUCKLAKE_DATA_PATH', '%s/') }}" % (state / "lake" / "data")
+    output = {
+        "type": "duckdb",
+        "path": str(state / "warehouse.duckdb"),
+        "database": "warehouse",
+        "schema": "main",
+        "threads": threads or 1,
+        "config_options": {"extension_directory": _extension_directory(), "autoinstall_known_extensions": False, "autoload_known_extensions": True},
+        "attach": [{"path": f"ducklake:{catalog}", "alias": "lake", "options": {"data_path": data}}],
+    }
+    return json.dumps({profile: {"target": "lineage", "outputs": {"lineage": output}}}, indent=2, sort_keys=True)  # JSON is YAML
+
+
+def profile_name(project_dir: Path) -> tuple[str, str]:
+    """(dbt project name, profile name) from ``dbt_project.yml``."""
+    import yaml  # type: ignore[import-untyped]  # PyYAML ships no types (dbt and dagster depend on it)
+
+    data = yaml.safe_load((project_dir / "dbt_project.yml").read_text(encoding="utf-8")) or {}
+    name = str(data.get("name") or project_dir.name)
+    return name, str(data.get("profile") or name)
+
+
+def profiles_dir(project_dir: Path, env: DbtEnv, threads: int | None = None) -> tuple[Path, bool]:
+    """(the folder holding profiles.yml, whether it is the generated default)."""
+    if (project_dir / "profiles.yml").exists():
+        return project_dir, False
+    _, profile = profile_name(project_dir)
+    text = default_profile(profile, env, threads)
+    folder = Path(env.state_dir).resolve() / "dbt" / "profiles" / hashlib.sha256(f"{project_dir.resolve()}\0{text}".encode()).hexdigest()[:16]
+    target = folder / "profiles.yml"
+    # DuckDB creates the embedded lake's catalog file on first ATTACH, but not its folder
+    (Path(env.state_dir).resolve() / "lake" / "data").mkdir(parents=True, exist_ok=True)
+    if not target.exists() or target.read_text() != text:
+        folder.mkdir(parents=True, exist_ok=True)
+        _atomic_write(target, text)
+    return folder, True
+
+
+def _files(folder: Path) -> Iterator[Path]:
+    for p in sorted(folder.iterdir()):
+        if p.name in _SKIP or p.name.startswith("."):
+            continue
+        if p.is_dir():
+            yield from _files(p)
+        elif p.is_file():
+            yield p
+
+
+def project_hash(project_dir: Path, profiles: Path, cli_args: list[str]) -> str:
+    """Content hash of everything ``dbt parse`` reads: files, profile, vars/target, dbt version."""
+    from importlib.metadata import version
+
+    h = hashlib.sha256()
+    for part in (MANIFEST_CACHE_VERSION, version("dbt-core"), version("dbt-duckdb"), json.dumps(cli_args), str(project_dir.resolve())):
+        h.update(part.encode() + b"\0")
+    h.update((profiles / "profiles.yml").read_bytes() + b"\0")
+    for p in _files(project_dir):
+        h.update(p.relative_to(project_dir).as_posix().encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _slim_node(node: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    out = {k: node[k] for k in fields if k in node}
+    cfg = node.get("config") or {}
+    out["config"] = {k: cfg[k] for k in _CONFIG_FIELDS if k in cfg}
+    return out
+
+
+def slim_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """What dagster-dbt reads at run time, without raw SQL, macros and docs."""
+    nodes = {u: _slim_node(n, _NODE_FIELDS) for u, n in manifest["nodes"].items() if n.get("resource_type") in _NODE_TYPES}
+    return {
+        "metadata": {k: manifest["metadata"].get(k) for k in ("dbt_version", "project_name", "project_id", "adapter_type", "dbt_schema_version")},
+        "nodes": nodes,
+        "sources": {u: _slim_node(s, _SOURCE_FIELDS) for u, s in manifest.get("sources", {}).items()},
+        "child_map": {u: [c for c in cs if c in nodes] for u, cs in manifest.get("child_map", {}).items() if u in nodes or u.startswith("source.")},
+        "parent_map": {u: ps for u, ps in manifest.get("parent_map", {}).items() if u in nodes},
+        "exposures": {}, "metrics": {}, "groups": {}, "semantic_models": {}, "saved_queries": {}, "unit_tests": {},
+        "selectors": manifest.get("selectors", {}),
+    }  # fmt: skip
+
+
+def plan_nodes(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan's view: models/seeds/snapshots/tests/sources with raw SQL, in a small JSON."""
+    nodes = {}
+    for u, n in manifest["nodes"].items():
+        if n.get("resource_type") not in _NODE_TYPES:
+            continue
+        slim = _slim_node(n, _NODE_FIELDS)
+        slim["columns"] = list((n.get("columns") or {}))
+        if n.get("resource_type") == "model":
+            slim["raw_code"] = n.get("raw_code", "")
+            slim["language"] = n.get("language", "sql")
+        nodes[u] = slim
+    sources = {u: {**_slim_node(s, _SOURCE_FIELDS), "columns": list(s.get("columns") or {})} for u, s in manifest.get("sources", {}).items()}
+    return {"project_name": manifest["metadata"].get("project_name"), "nodes": nodes, "sources": sources}
+
+
+@dataclass(frozen=True)
+class ParsedProject:
+    key: str  # the content hash
+    manifest_path: str  # slim manifest.json for dagster-dbt
+    nodes: dict[str, Any]  # plan_nodes()
+
+
+def parse_project(
+    project_dir: Path,
+    rel: str,
+    profiles: Path,
+    cli_args: list[str],
+    cache_dir: Path | None,
+    selected: tuple[str, str, str] = ("fqn:*", "", ""),
+) -> tuple[ParsedProject | None, list[SpecError]]:
+    """The project's manifest: from the cache, else ``dbt parse`` once (and the selection with ``dbt ls``)."""
+    key = project_hash(project_dir, profiles, [*cli_args, *selected])
+    folder = (cache_dir / "dbt" / key) if cache_dir else Path(tempfile.mkdtemp(prefix="lineage-dbt-"))
+    nodes_file, manifest_file = folder / "nodes.json", folder / "manifest.json"
+    if nodes_file.exists() and manifest_file.exists():
+        try:
+            return ParsedProject(key, str(manifest_file), json.loads(nodes_file.read_text())), []
+        except ValueError:  # a torn or foreign file: parse again
+            pass
+    folder.mkdir(parents=True, exist_ok=True)
+    select, exclude, selector = selected
+    selection: list[str] = []
+    if selector:
+        selection = ["--selector", selector]
+    elif select not in ("", "fqn:*") or exclude:
+        selection = ["--select", select or "fqn:*"] + (["--exclude", exclude] if exclude else [])
+    with tempfile.TemporaryDirectory(prefix="lineage-dbt-parse-") as tmp:
+        # dbt's own parser (and selection), in a process of its own: dbt keeps global state
+        spec = {"project_dir": str(project_dir.resolve()), "profiles_dir": str(profiles.resolve()), "target": tmp, "args": cli_args, "selection": selection}
+        done = subprocess.run([sys.executable, "-m", "lineage_defs.plan.dbt_parse_main", json.dumps(spec)], cwd=project_dir,
+                              env={**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}, capture_output=True, text=True)  # fmt: skip
+        manifest_path = Path(tmp) / "manifest.json"
+        if done.returncode != 0 or not manifest_path.exists():
+            where = Location(f"{rel}/dbt_project.yml", 1)
+            if "No module named 'dbt" in done.stderr:
+                return None, [SpecError("dbt-core is not installed", where, "install the dbt extra: pip install 'lineage_defs[dbt]'")]
+            return None, [SpecError(_dbt_error(done), where, "fix the dbt project (run `dbt parse` in it to see the full error)")]
+        manifest = json.loads(manifest_path.read_text())
+        nodes = plan_nodes(manifest)
+        nodes["selected"] = json.loads((Path(tmp) / "selected.json").read_text())
+        if (Path(tmp) / "partial_parse.msgpack").exists():  # lets every build skip a full re-parse
+            fd, part = tempfile.mkstemp(dir=folder, prefix=".msgpack-")
+            os.close(fd)
+            shutil.copyfile(Path(tmp) / "partial_parse.msgpack", part)
+            os.replace(part, folder / "partial_parse.msgpack")
+    _atomic_write(manifest_file, json.dumps(slim_manifest(manifest)))
+    _atomic_write(nodes_file, json.dumps(nodes))
+    return ParsedProject(key, str(manifest_file), nodes), []
+
+
+def _dbt_error(done: subprocess.CompletedProcess[str]) -> str:
+    text = (done.stdout or "") + "\n" + (done.stderr or "")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    useful = [ln for ln in lines if "error" in ln.lower() or "Error" in ln]
+    return " ".join((useful or lines)[-4:])[:800] or f"exit code {done.returncode}"

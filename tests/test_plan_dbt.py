@@ -1,0 +1,124 @@
+"""dbt projects in the plan: the manifest cache, producers and cycles across the script/dbt boundary,
+and dbt's own errors located."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dbt_projects import write_files
+from lineage_defs.plan import dbt_manifest
+from lineage_defs.plan.dbt_config import parse_lineage_yml
+from lineage_defs.plan.project import load_project
+
+SMALL = {
+    "p/raw.sql": "-- pipeline\n-- materialize ducklake://main/raw\nSELECT 1 AS id, 2.5 AS amount\n",
+    "p/dbt/dbt_project.yml": "name: small\nversion: '1.0'\nprofile: small\n",
+    "p/dbt/models/sources.yml": "version: 2\nsources:\n  - name: lake\n    database: lake\n    schema: main\n    tables:\n      - name: raw\n",
+    "p/dbt/models/stg.sql": "select id, amount * 2 as doubled from {{ source('lake', 'raw') }}\n",
+    "p/dbt/models/everything.sql": "select * from {{ ref('stg') }}\n",
+}
+
+
+def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
+    root, cache = write_files(tmp_path / "pipelines", SMALL), tmp_path / "state" / "cache"
+    cold = load_project(root, cache_dir=cache)
+    assert not cold.errors, [e.render() for e in cold.errors]
+    steps = {s.uri: s for s in cold.steps}
+    # `*` over an upstream model expands through the load-time lineage of that model
+    assert steps["dbt://warehouse/main/everything"].output_columns == ("id", "doubled")
+    keys = sorted(p.name for p in (cache / "dbt").iterdir())
+    assert len(keys) == 1 and (cache / "dbt" / keys[0] / "partial_parse.msgpack").exists()
+
+    # a fresh process, as every Dagster run process is: no dbt, no sqlglot, no Jinja
+    code = (
+        "import json, sys\nfrom pathlib import Path\nfrom lineage_defs.plan.project import load_project\n"
+        f"p = load_project(Path({str(root)!r}), cache_dir=Path({str(cache)!r}))\n"
+        "print(json.dumps({'steps': len(p.steps), 'errors': len(p.errors), "
+        "'imported': sorted(m for m in ('dbt', 'sqlglot', 'jinja2', 'dagster', 'dagster_dbt') if m in sys.modules)}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"steps": 3, "errors": 0, "imported": []}
+
+    (root / "p" / "dbt" / "models" / "stg.sql").write_text("select id, amount as doubled from {{ source('lake', 'raw') }}\n")
+    changed = load_project(root, cache_dir=cache)
+    assert len(list((cache / "dbt").iterdir())) == 2  # a changed model is a new manifest
+    edges = {(e.source, e.target, e.kind) for e in changed.steps[0].column_edges + changed.steps[1].column_edges}
+    assert ("ducklake://main/raw.amount", "dbt://warehouse/main/stg.doubled", "copy") in edges
+
+
+def test_producers_and_cycles_cross_the_boundary(tmp_path: Path) -> None:
+    files = {
+        **SMALL,
+        # a script writing the relation a model builds: a second producer of the same asset
+        "p/clash.sql": "-- pipeline\n-- materialize duckdb://warehouse/stg\nSELECT 1 AS id\n",
+        # script → model → script: raw2 is read by a model whose relation raw2 reads
+        "p/raw2.sql": "-- pipeline\n-- materialize ducklake://main/raw2\nSELECT id FROM warehouse.main.loop\n",
+        "p/dbt/models/loop.sql": "select id from {{ source('lake', 'raw2') }}\n",
+        "p/dbt/models/more_sources.yml": "version: 2\nsources:\n  - name: lake2\n    database: lake\n    schema: main\n    tables:\n      - name: raw2\n",
+    }
+    files["p/dbt/models/loop.sql"] = "select id from {{ source('lake2', 'raw2') }}\n"
+    project = load_project(write_files(tmp_path / "pipelines", files), cache_dir=tmp_path / "cache")
+    rendered = [e.render() for e in project.errors]
+    assert any(r.startswith("p/clash.sql:2:16: duckdb://warehouse/stg is the relation the dbt model p/dbt/models/stg.sql builds") for r in rendered), rendered
+    cycle = [r for r in rendered if "dependency cycle" in r]
+    assert len(cycle) == 1 and "p/dbt/models/loop.sql" in cycle[0] and "p/raw2.sql" in cycle[0], rendered
+
+
+def test_dbt_parse_error_is_located(tmp_path: Path) -> None:
+    files = {**SMALL, "p/dbt/models/broken.sql": "select {{ ref( }}\n"}
+    project = load_project(write_files(tmp_path / "pipelines", files), cache_dir=tmp_path / "cache")
+    errors = [e for e in project.errors if e.path == "p/dbt/dbt_project.yml"]
+    assert len(errors) == 1 and "broken.sql" in errors[0].message, [e.render() for e in project.errors]
+    assert errors[0].fix and "dbt parse" in errors[0].fix
+    assert [s.uri for s in project.steps] == ["ducklake://main/raw"]  # the scripts still load
+
+
+def test_default_profile_names_no_secret(tmp_path: Path) -> None:
+    text = dbt_manifest.default_profile("p", dbt_manifest.DbtEnv(str(tmp_path)))
+    out = json.loads(text)["p"]["outputs"]["lineage"]
+    assert out["path"] == str(tmp_path.resolve() / "warehouse.duckdb") and out["database"] == "warehouse"
+    attach = out["attach"][0]
+    assert attach["alias"] == "lake" and "env_var('LINEAGE_DUCKLAKE_CATALOG'" in attach["path"]
+    assert out["config_options"]["autoinstall_known_extensions"] is False
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("select: tag:a\nexclude: b\nvars: {x: 1}\ntarget: ci\nthreads: 3\ntest_behavior: after_all\ncolumn_lineage: false\n",
+         {"select": "tag:a", "exclude": "b", "vars_json": '{"x": 1}', "target": "ci", "threads": 3, "test_behavior": "after_all", "column_lineage": False}),
+        ("", {"select": "fqn:*", "test_behavior": "build", "column_lineage": True}),
+    ],
+)  # fmt: skip
+def test_lineage_yml_values(text: str, expected: dict[str, object]) -> None:
+    cfg, errors = parse_lineage_yml("x/lineage.yml", text)
+    assert not errors
+    assert {k: getattr(cfg, k) for k in expected} == expected
+
+
+def test_project_with_its_own_profile(tmp_path: Path) -> None:
+    files = {
+        "p/proj/dbt_project.yml": "name: own\nversion: '1.0'\nprofile: own\n",
+        "p/proj/profiles.yml": f"own:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {tmp_path / 'own.duckdb'}\n",
+        "p/proj/models/sources.yml": "version: 2\nsources:\n  - name: crm\n    schema: raw\n    tables:\n      - name: people\n",
+        "p/proj/models/base.sql": "select id, name from {{ source('crm', 'people') }}\n",
+        "p/proj/models/top.sql": "select id, upper(name) as name from {{ ref('base') }}\n",
+    }
+    root = write_files(tmp_path / "pipelines", files)
+    project = load_project(root, cache_dir=tmp_path / "state" / "cache")
+    assert not project.errors, [e.render() for e in project.errors]
+    assert not (tmp_path / "state" / "dbt" / "profiles").exists()  # the project's own profile is used as it is
+    steps = {s.uri: s for s in project.steps}
+    assert set(steps) == {"dbt://own/main/base", "dbt://own/main/top"}
+    assert [d.uri for d in steps["dbt://own/main/base"].deps] == ["dbt://own/raw/people"]  # a source of its own database
+    assert project.externals == ("dbt://own/raw/people",)
+    edges = {(e.source, e.target, e.kind) for e in steps["dbt://own/main/top"].column_edges}
+    assert edges == {("dbt://own/main/base.id", "dbt://own/main/top.id", "copy"), ("dbt://own/main/base.name", "dbt://own/main/top.name", "mod")}
+    base_edges = {(e.source, e.target) for e in steps["dbt://own/main/base"].column_edges}
+    assert ("dbt://own/raw/people.name", "dbt://own/main/base.name") in base_edges
