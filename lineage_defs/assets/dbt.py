@@ -21,9 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetCheckSpec, AssetDep, AssetsDefinition, AssetSpec, BackfillPolicy, PartitionsDefinition, multi_asset
+from dagster import AssetCheckSpec, AssetDep, AssetsDefinition, AssetSpec, AutomationCondition, BackfillPolicy, PartitionsDefinition, multi_asset
 
-from lineage_defs.assets.factory import _asset_metadata
+from lineage_defs.assets.factory import asset_metadata
 from lineage_defs.assets.partitions import partition_mapping
 from lineage_defs.assets.translator import LineageTranslator
 from lineage_defs.plan.dbt import DbtProject, project_op_name
@@ -57,8 +57,9 @@ def dbt_assets_for(
     plan: Project,
     pdefs: Mapping[str, PartitionsDefinition | None],
     translator: LineageTranslator,
+    conditions: Mapping[str, AutomationCondition | None] | None = None,
 ) -> list[AssetsDefinition]:
-    """The multi-assets of one dbt project."""
+    """The multi-assets of one dbt project; ``conditions`` by step name (models cascade like `trigger any` scripts)."""
     root = Path(plan.root)
     kinds = {"dbt", "duckdb"} if project.default_profile else {"dbt"}
     groups = _groups(steps)
@@ -70,7 +71,7 @@ def dbt_assets_for(
         for s in group:
             assert s.dbt is not None
             key = translator.asset_key(s.uri)
-            meta = _asset_metadata(s, s.uri, root, translator)
+            meta = asset_metadata(s, s.uri, root, translator)
             meta["dagster/table_name"] = s.dbt.relation
             meta[UNIQUE_ID_KEY] = s.dbt.unique_id
             deps = [AssetDep(translator.asset_key(d.uri), partition_mapping=partition_mapping(pdefs.get(d.uri), pdef)) for d in s.deps]
@@ -84,6 +85,7 @@ def dbt_assets_for(
                     kinds=kinds,
                     tags={t: "" for t in s.tags},
                     skippable=True,
+                    automation_condition=(conditions or {}).get(s.name),
                 )
             )
             checks.extend(

@@ -58,7 +58,7 @@ def check_specs(step: StepSpec, key: AssetKey, translator: LineageTranslator) ->
     return out
 
 
-def _asset_metadata(step: StepSpec, uri: str, root: Path, translator: LineageTranslator) -> dict[str, Any]:
+def asset_metadata(step: StepSpec, uri: str, root: Path, translator: LineageTranslator) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "lineage/uri": uri,
         "lineage/script": step.path,
@@ -114,7 +114,7 @@ def step_assets(
             deps=deps,
             description=translator.description(step),
             group_name=translator.group_name(step),
-            metadata=_asset_metadata(step, uri, root, translator),
+            metadata=asset_metadata(step, uri, root, translator),
             kinds=kinds,
             tags=tags,
             owners=list(step.owners),
@@ -222,7 +222,7 @@ def all_assets(
         for dbt_project in project.dbt_projects:
             steps = [s for s in project.steps if s.dbt is not None and s.dbt.project == dbt_project.path]
             if steps:
-                assets.extend(dbt_assets_for(dbt_project, steps, project, pdefs, translator))
+                assets.extend(dbt_assets_for(dbt_project, steps, project, pdefs, translator, conditions))
     assets.extend(external_specs(project, translator))
     return assets
 
