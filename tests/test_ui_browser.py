@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from lineage_defs import uris
 from lineage_defs.plan.project import load_project
 from lineage_defs.run.substrates import RunSettings, Session
 from webserver import DagsterDev
+
+DEMO_LOCATION = "lineage_defs"
 
 pytestmark = pytest.mark.slow
 
@@ -178,10 +181,10 @@ def test_global_graph_shows_every_asset_and_edge(demo: DagsterDev, browser: Brow
     assert set(nodes) == set(label.values())
     assert len(set(label.values())) == len(label), "two assets share a label in the graph"
     assert edges == expected_edges
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        browser.resize(1700, 1200)
-        browser.open("/asset-groups")
-        browser.wait("the graph", lambda: browser.asset_graph()[0])
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":  # for the README: scripts and dbt models in one lineage
+        browser.resize(1700, 1000)
+        browser.open("/assets/" + "/".join(uris.key_path("dbt://warehouse/main/store_daily")) + "?view=lineage&lineageDepth=3")
+        browser.wait("the lineage graph", lambda: len(browser.asset_graph()[0]) >= 4)
         time.sleep(2)
         update_screenshot(browser, "asset-graph.png")
 
@@ -207,7 +210,6 @@ def test_backfill_launched_from_the_ui_turns_its_partitions_green(demo: DagsterD
 
     dots = browser.wait("the launched days' status dots", settled, timeout=60)
     assert dots == {ok[0]: "green", ok[1]: "green", failed: "red"}, dots
-    update_screenshot(browser, "partitions.png")
 
     with Session(RunSettings(state_dir=str(demo_root / "state"))) as s:
         rows = dict(s.conn.execute("SELECT _partition, count(*) FROM lake.main.orders WHERE _partition IN (?, ?, ?) GROUP BY ALL", LAUNCHED_DAYS).fetchall())
@@ -226,3 +228,73 @@ def test_columns_table_shows_types_and_lineage(demo: DagsterDev, browser: Browse
     assert by_name["amount_eur"][2].startswith("mod ← s3:///raw/orders/{partition}.csv.")
     assert "partition key" in by_name["_partition"][2]
     update_screenshot(browser, "columns-lineage.png")
+
+
+@pytest.fixture(scope="module")
+def receiver(demo: DagsterDev, demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """`lineage-defs webhooks serve` beside the demo (same state dir), with a token for the example's hook."""
+    from services import Supervised, wait_port
+    from webserver import free_port
+
+    port = free_port()
+    env = {**demo.env, "LINEAGE_WEBHOOK_TOKEN_PAYMENTS": "ui-test-token"}
+    log = tmp_path_factory.mktemp("receiver") / "receiver.log"
+    server = Supervised([str(Path(sys.executable).parent / "lineage-defs"), "webhooks", "serve", "--port", str(port)], REPO, env, log)
+    server.start()
+    try:
+        wait_port(port, 60, server.alive)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def test_a_webhook_post_runs_under_the_sensors_ticks(demo: DagsterDev, browser: Browser, receiver: str, demo_root: Path) -> None:
+    import urllib.request
+
+    payment = {"payment_id": "ui-p-1", "order_id": 17, "amount_eur": 42.5, "paid_at": "2025-01-09T10:15:00Z"}
+    req = urllib.request.Request(f"{receiver}/hooks/payments", data=json.dumps(payment).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": "Bearer ui-test-token"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status == 202 and json.loads(resp.read())["id"]
+
+    sensor = "shop__payments__webhook_payments"
+    browser.open(f"/locations/{DEMO_LOCATION}/sensors/{sensor}")
+    browser.wait("the sensor page", lambda: sensor in browser.text())
+    assert "Running" in browser.text()  # on by default: nothing was switched on
+
+    def run_of_a_tick() -> str | None:  # the tick table links the run it requested
+        links = browser.driver.find_elements(By.XPATH, "//a[contains(@href, '/runs/')]")
+        return next((str(a.get_attribute("href")) for a in links if a.get_attribute("href")), None)
+
+    href = browser.wait("a tick that requested a run", run_of_a_tick, timeout=120)
+    update_screenshot(browser, "sensor-ticks.png")
+    run_id = href.rstrip("/").rsplit("/", 1)[-1].split("?")[0]
+    def finished() -> dict[str, Any] | None:
+        run = demo.graphql("query R($id: ID!) { runOrError(runId: $id) { ... on Run { status tags { key value } } } }", {"id": run_id})["runOrError"]
+        return dict(run) if run["status"] in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+    status = demo.wait_until(f"run {run_id}", finished, 180)
+    assert status["status"] == "SUCCESS", status
+    assert {"key": "dagster/sensor_name", "value": sensor} in status["tags"]
+    browser.open(f"/runs/{run_id}")
+    browser.wait("the payment's materialization in the run log", lambda: "ASSET_MATERIALIZATION" in browser.text(), timeout=60)
+    with Session(RunSettings(state_dir=str(demo_root / "state"))) as s:
+        rows = s.conn.execute("SELECT payment_id, amount_eur, _partition FROM lake.main.payments WHERE payment_id = 'ui-p-1'").fetchall()
+    assert rows == [("ui-p-1", 42.5, "2025-01-09")]
+
+
+def test_failing_partition_shows_its_actionable_error_in_the_run_log(demo: DagsterDev, browser: Browser, launched: dict[str, Any]) -> None:
+    failed_runs = [r for r in launched["runs"] if r["status"] == "FAILURE"]
+    assert len(failed_runs) == 1, launched
+    browser.open(f"/runs/{failed_runs[0]['runId']}")
+    browser.find("//input[@placeholder='Filter…']").send_keys("type:STEP_FAILURE")
+    row = browser.find("//*[normalize-space(text())='STEP_FAILURE']/ancestor::*[.//*[contains(., 'View full message')]][1]", timeout=60)
+    browser.button("View full message", root=row)
+    def full_message() -> str | None:
+        text = str(browser.driver.find_element(By.CSS_SELECTOR, ".bp5-dialog").text)
+        return text if "lineage_defs.errors" in text else None
+
+    message = browser.wait("the full message", full_message)
+    # what to build first, by name and partition — not "fix the statement" for a file that is not there yet
+    assert "2025-01-07" in message and RAW_ORDERS in message, message
+    assert "fix the statement shown above" not in message, message
