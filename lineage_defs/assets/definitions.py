@@ -6,6 +6,7 @@ import gc
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dagster import Definitions
 
@@ -72,7 +73,8 @@ def build_definitions(
         resource = resource or LineageResource(pipelines_dir=str(pipelines_dir), state_dir=settings.state_dir)
         pdefs = partition_defs(project)
         key_of = {u: keys.asset_key(u) for s in project.steps for u in s.outputs}
-        conditions = {s.name: condition_for(s, project, pdefs, key_of) for s in project.steps}
+        memo: dict[Any, Any] = {}
+        conditions = {s.name: condition_for(s, pdefs, key_of, memo) for s in project.steps}
         conditioned = [key_of[u] for s in project.steps if conditions[s.name] is not None for u in s.outputs]
         sensors, schedules = trigger_definitions(project, key_of, pdefs, conditioned, settings.triggers, resource.state_dir)
         return Definitions(

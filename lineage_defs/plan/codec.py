@@ -72,7 +72,7 @@ def _optional(tp: Any) -> Any | None:
 def _scalar(tp: Any) -> Fn | None:
     if tp in (str, int, bool, type(None)):
         def check(v: Any) -> Any:
-            if not isinstance(v, tp) or (tp is int and isinstance(v, bool)):
+            if type(v) is not tp:  # JSON gives exactly these types (a bool is no int here)
                 raise TypeError(f"expected {tp.__name__}, got {type(v).__name__}")
             return v
         return check
@@ -127,7 +127,7 @@ def _decoder(tp: Any) -> Fn:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
             item = _decoder(args[0])
-            fn = lambda v: tuple(item(x) for x in _list(v))  # noqa: E731
+            fn = lambda v: tuple([item(x) for x in _list(v)])  # noqa: E731
         else:
             items = [_decoder(a) for a in args]
 
@@ -151,10 +151,12 @@ def _decoder(tp: Any) -> Fn:
     elif _is_record(tp):
         fields = [_decoder(t) for _, t in _hints(tp)]
 
+        n = len(fields)
+
         def record(v: Any) -> Any:
-            if len(_list(v)) != len(fields):
-                raise ValueError(f"{tp.__name__} needs {len(fields)} values")
-            return tp(*(d(x) for d, x in zip(fields, v)))
+            if type(v) is not list or len(v) != n:
+                raise ValueError(f"{tp.__name__} needs a list of {n} values")
+            return tp(*[d(x) for d, x in zip(fields, v)])
 
         fn = record
     else:

@@ -86,6 +86,11 @@ def with_lineage(
     for s in steps:
         if not state.get(s.uri):
             visit(s)
+    # each model's other names (how its readers' SQL names it), looked up per model
+    names_of: dict[str, list[str]] = {}
+    for uri, alias in back.items():
+        names_of.setdefault(uri, []).append(alias)
+    own_names: dict[int, dict[str, list[str]]] = {}
     out: dict[str, StepSpec] = {}
     for s in order:
         node = s.dbt
@@ -120,8 +125,11 @@ def with_lineage(
         out[s.uri] = replace(s, column_edges=model_edges(s.uri, a.edges, resolved), output_columns=cols)
         if cols:
             schemas[s.uri] = tuple(cols)
-            for uri, alias in [*back.items(), *((m, a) for a, m in own.items())]:
-                if uri == s.uri:  # also under the name the SQL of its readers uses
-                    schemas[alias] = tuple(cols)
+            if id(own) not in own_names:
+                own_names[id(own)] = {}
+                for alias, model in own.items():
+                    own_names[id(own)].setdefault(model, []).append(alias)
+            for alias in (*names_of.get(s.uri, ()), *own_names[id(own)].get(s.uri, ())):
+                schemas[alias] = tuple(cols)  # also under the name the SQL of its readers uses
     return [out[s.uri] for s in steps]
 

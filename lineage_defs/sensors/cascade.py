@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dagster import (
     AssetKey,
@@ -35,7 +36,7 @@ from dagster import (
     TimeWindowPartitionsDefinition,
 )
 
-from lineage_defs.plan.spec import Project, StepSpec
+from lineage_defs.plan.spec import StepSpec
 from lineage_defs.sensors.debounce import UpdatedWithin
 
 # A user-code automation sensor may target at most 500 entities (Dagster's limit).
@@ -49,58 +50,91 @@ def _updated() -> AutomationCondition:
     ).with_label("newly_updated_without_root") | AutomationCondition.will_be_requested()
 
 
-def _deps_updated(keys: Sequence[AssetKey]) -> AutomationCondition:
-    return AutomationCondition.any_deps_match(_updated()).allow(AssetSelection.assets(*keys))
+def _deps_updated(keys: tuple[AssetKey, ...] | None) -> AutomationCondition:
+    """Any of ``keys`` (None: any of the asset's deps) updated."""
+    cond = AutomationCondition.any_deps_match(_updated())
+    return cond if keys is None else cond.allow(AssetSelection.assets(*keys))
 
 
 def condition_for(
     step: StepSpec,
-    project: Project,
     pdefs: Mapping[str, PartitionsDefinition | None],
     key_of: Mapping[str, AssetKey],
+    memo: dict[tuple[Any, ...], AutomationCondition | None] | None = None,
 ) -> AutomationCondition | None:
-    """The step's cascade condition; None for ``trigger manual`` or a step without inputs."""
-    produced = {u for s in project.steps for u in s.outputs}
-    deps = [d for d in step.deps if d.uri in produced]  # external inputs never update in Dagster
+    """The step's cascade condition; None for ``trigger manual`` or a step without inputs.
+
+    Conditions are immutable: steps whose condition has the same shape share one
+    (``memo``), and a dep selection that is all of the asset's deps is left out,
+    so thousands of alike steps (a dbt project) build a handful of conditions.
+    """
+    deps = [d for d in step.deps if d.uri in key_of]  # external inputs (no key) never update in Dagster
     if step.trigger == "manual" or not deps:
         return None
     own = pdefs.get(step.uri)
+    every = {d.uri for d in step.deps}
+
+    def k(ds: list[Any]) -> tuple[AssetKey, ...] | None:
+        return None if {d.uri for d in ds} == every else tuple(key_of[d.uri] for d in ds)
+
     partitioned = [d for d in deps if pdefs.get(d.uri) is not None]
     whole = [d for d in deps if pdefs.get(d.uri) is None]
-    k = lambda ds: [key_of[d.uri] for d in ds]  # noqa: E731
+    blocking = [d for d in deps if _same_grain(pdefs.get(d.uri), own)]
+    windows: dict[float, list[AssetKey]] = {}
+    for d in deps:
+        w = d.debounce if d.debounce is not None else step.debounce
+        if w:
+            windows.setdefault(float(w), []).append(key_of[d.uri])
+    time_own = isinstance(own, TimeWindowPartitionsDefinition)
+    gate = (partitioned or deps) if step.trigger == "all" else []
+    shape = (
+        step.trigger,
+        time_own,
+        tuple(k([d]) for d in gate),
+        k(partitioned) if partitioned else (),
+        k(whole) if whole else (),
+        k(deps),
+        k(blocking) if blocking else (),
+        tuple(sorted((w, tuple(keys)) for w, keys in windows.items())),
+    )
+    if memo is not None and shape in memo:
+        return memo[shape]
+    cond = _build(step.trigger, time_own, shape, bool(partitioned), bool(whole), bool(blocking), windows)
+    if memo is not None:
+        memo[shape] = cond
+    return cond
 
-    if step.trigger == "all":
-        gate = partitioned or deps
-        pending = _deps_updated([key_of[gate[0].uri]]).since_last_handled()
-        for d in gate[1:]:
-            pending = pending & _deps_updated([key_of[d.uri]]).since_last_handled()
+
+def _build(trigger: str, time_own: bool, shape: tuple[Any, ...], partitioned: bool, whole: bool, blocking: bool, windows: Mapping[float, list[AssetKey]]) -> AutomationCondition:
+    _, _, gate, partitioned_keys, whole_keys, all_keys, blocking_keys, _ = shape
+    if trigger == "all":
+        pending = _deps_updated(gate[0]).since_last_handled()
+        for keys in gate[1:]:
+            pending = pending & _deps_updated(keys).since_last_handled()
         pending = pending.with_label("all_inputs_updated_since_last_run")
     else:
-        if isinstance(own, TimeWindowPartitionsDefinition):
-            triggers = [_deps_updated(k(partitioned))] if partitioned else []
+        if time_own:
+            triggers = [_deps_updated(partitioned_keys)] if partitioned else []
             if whole:
-                triggers.append(_deps_updated(k(whole)) & AutomationCondition.in_latest_time_window())
+                triggers.append(_deps_updated(whole_keys) & AutomationCondition.in_latest_time_window())
         else:
-            triggers = [_deps_updated(k(deps))]
+            triggers = [_deps_updated(all_keys)]
         either = triggers[0]
         for t in triggers[1:]:
             either = either | t
         pending = either.since_last_handled().with_label("any_input_updated_since_last_run")
 
     cond = pending & ~AutomationCondition.any_deps_in_progress() & ~AutomationCondition.in_progress()
-    blocking = [d for d in deps if _same_grain(pdefs.get(d.uri), own)]
     if blocking:
         missing = AutomationCondition.missing() & ~AutomationCondition.will_be_requested()
-        cond = cond & ~AutomationCondition.any_deps_match(missing).allow(AssetSelection.assets(*k(blocking))).with_label("an_input_is_missing")
-    windows: dict[float, list[AssetKey]] = {}
-    for d in deps:
-        w = d.debounce if d.debounce is not None else step.debounce
-        if w:
-            windows.setdefault(float(w), []).append(key_of[d.uri])
+        gate_missing = AutomationCondition.any_deps_match(missing)
+        if blocking_keys is not None:
+            gate_missing = gate_missing.allow(AssetSelection.assets(*blocking_keys))
+        cond = cond & ~gate_missing.with_label("an_input_is_missing")
     for w, keys in sorted(windows.items()):
         recent = AutomationCondition.any_deps_match(UpdatedWithin(w)).allow(AssetSelection.assets(*keys))
         cond = cond & ~recent.with_label(f"debounce_{w:g}s")
-    return cond.with_label(f"lineage: trigger {step.trigger}")
+    return cond.with_label(f"lineage: trigger {trigger}")
 
 
 def _same_grain(upstream: PartitionsDefinition | None, downstream: PartitionsDefinition | None) -> bool:
