@@ -8,6 +8,8 @@ EXTRAS ?= postgres,s3,dbt,kafka,dev
 export LINEAGE_PIPELINES_DIR ?= $(CURDIR)/examples/pipelines
 export LINEAGE_STATE_DIR     ?= $(CURDIR)/.lineage
 export DAGSTER_HOME          ?= $(CURDIR)/dagster_home
+# Dagster stores a range run's per-partition events as one batch (see dagster_home/dagster.yaml)
+export DAGSTER_EVENT_BATCH_SIZE ?= 1000
 
 .PHONY: install browser demo test bench typecheck clean
 

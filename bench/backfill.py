@@ -13,7 +13,9 @@ DuckLake table into a DuckLake table:
   partition;
 - lineage_defs set-based: the same step with `time_column=event_ts`: the body runs
   once for the range, one transaction, still one materialization per partition.
-The Dagster contenders run on the embedded default (SQLite storage) and on
+The Dagster contenders run on Dagster's stock SQLite storage, on the embedded
+default as shipped (the same SQLite files through lineage_defs.dagster_storage,
+with DAGSTER_EVENT_BATCH_SIZE as `make demo` sets it) and on
 Dagster-on-PostgreSQL storage (dagster-postgres, a throwaway cluster this bench
 starts, with DAGSTER_EVENT_BATCH_SIZE so a range's materializations are stored
 in one INSERT); set-based also with DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS
@@ -72,25 +74,33 @@ def make_raw(state: Path, start: dt.date, days: int, rows: int) -> None:
 SET_BASED = " time_column=event_ts"
 
 
-# Dagster storages compared: (name, on PostgreSQL, extra environment of the run process)
+# Dagster storages compared: (name, kind, extra environment of the run process)
+BATCH = {"DAGSTER_EVENT_BATCH_SIZE": "1000"}  # a range's events stored as one batch (`make demo` sets it)
 STORAGES = (
-    ("sqlite", False, {}),
+    # Dagster's stock SQLite event log: an engine and a transaction per event
+    ("sqlite, Dagster's stock", "sqlite-stock", {}),
+    # the embedded default as shipped (dagster_home/dagster.yaml): the same SQLite files through
+    # lineage_defs.dagster_storage — one engine per shard, one transaction per batch
+    ("sqlite, embedded default", "sqlite", BATCH),
     # dagster-postgres stores a batch of materializations (a range's) in one INSERT
-    ("postgres", True, {"DAGSTER_EVENT_BATCH_SIZE": "1000"}),
+    ("postgres", "postgres", BATCH),
     # and one planned event for the range instead of one per partition — Dagster's
     # own trade-off: partitions of a failed run are then not marked failed
-    ("postgres, 1 planned event", True, {"DAGSTER_EVENT_BATCH_SIZE": "1000", "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "1"}),
+    ("postgres, 1 planned event", "postgres", {**BATCH, "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "1"}),
 )
+EMBEDDED_EVENT_LOG = {"module": "lineage_defs.dagster_storage", "class": "BatchedSqliteEventLogStorage", "config": {}}
 
 
-def instance_overrides(storage: str | None) -> str:
-    """Python source for instance_for_test's overrides: Dagster on PostgreSQL when a URL is given."""
-    if storage is None:
-        return "None"
-    return repr({"storage": {"postgres": {"postgres_url": storage}}})
+def instance_overrides(kind: str, postgres_url: str | None = None) -> str:
+    """Python source for instance_for_test's overrides for a storage kind."""
+    if kind == "postgres":
+        return repr({"storage": {"postgres": {"postgres_url": postgres_url}}})
+    if kind == "sqlite":
+        return repr({"event_log_storage": EMBEDDED_EVENT_LOG})
+    return "None"
 
 
-def bench_ours(state: Path, root: Path, start: dt.date, days: int, storage: str | None = None, env: dict[str, str] | None = None) -> float:
+def bench_ours(state: Path, root: Path, start: dt.date, days: int, overrides: str, env: dict[str, str]) -> float:
     code = textwrap.dedent(
         f"""
         import time, dagster as dg
@@ -99,7 +109,7 @@ def bench_ours(state: Path, root: Path, start: dt.date, days: int, storage: str 
         defs = build_definitions({str(root)!r}, settings=LineageSettings(state_dir={str(state)!r}),
                                  resource=LineageResource(pipelines_dir={str(root)!r}, state_dir={str(state)!r}))
         first, last = {start.isoformat()!r}, {(start + dt.timedelta(days=days - 1)).isoformat()!r}
-        with dg.instance_for_test(overrides={instance_overrides(storage)}) as inst:
+        with dg.instance_for_test(overrides={overrides}) as inst:
             t = time.perf_counter()
             r = dg.materialize(defs.assets, instance=inst, resources=defs.resources, tags={{S: first, E: last}})
             el = time.perf_counter() - t
@@ -108,7 +118,7 @@ def bench_ours(state: Path, root: Path, start: dt.date, days: int, storage: str 
         print(el)
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **(env or {})})
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env})
     if out.returncode:
         raise SystemExit(out.stderr[-4000:])
     return float(out.stdout.strip().splitlines()[-1])
@@ -133,11 +143,11 @@ with dg.instance_for_test(overrides=OVERRIDES) as inst:
 """
 
 
-def bench_floor(start: dt.date, days: int, storage: str | None = None, env: dict[str, str] | None = None) -> float:
+def bench_floor(start: dt.date, days: int, overrides: str, env: dict[str, str]) -> float:
     """Dagster alone: a no-op asset reporting each partition of the same range run."""
     last = (start + dt.timedelta(days=days - 1)).isoformat()
-    code = f"FIRST, LAST = {start.isoformat()!r}, {last!r}\nOVERRIDES = {instance_overrides(storage)}\n" + FLOOR
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **(env or {})})
+    code = f"FIRST, LAST = {start.isoformat()!r}, {last!r}\nOVERRIDES = {overrides}\n" + FLOOR
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env})
     if out.returncode:
         raise SystemExit(out.stderr[-4000:])
     return float(out.stdout.strip().splitlines()[-1])
@@ -329,16 +339,16 @@ def main() -> None:
                 (root / "bench").mkdir(parents=True, exist_ok=True)
                 step = STEP.format(start=start.isoformat()).replace(f"start={start.isoformat()}", f"start={start.isoformat()}{extra}", 1)
                 (root / "bench" / "events_daily.sql").write_text(step)
-                for storage, on_pg, env in STORAGES:
-                    if on_pg and pg is None or storage != "postgres" and mode == "per-partition" and on_pg:
+                for storage, kind, env in STORAGES:
+                    if kind == "postgres" and pg is None or storage == "postgres, 1 planned event" and mode == "per-partition":
                         continue  # one planned event only matters for the cheap set-based runs
-                    url = pg.database() if on_pg and pg else None
-                    contender(f"lineage_defs {mode} [{storage}]", lambda st, r=root, u=url, e=env: bench_ours(st, r, start, days, u, e))
-            for storage, on_pg, env in STORAGES:
-                if on_pg and pg is None:
+                    ov = instance_overrides(kind, pg.database() if kind == "postgres" and pg else None)
+                    contender(f"lineage_defs {mode} [{storage}]", lambda st, r=root, o=ov, e=env: bench_ours(st, r, start, days, o, e))
+            for storage, kind, env in STORAGES:
+                if kind == "postgres" and pg is None:
                     continue
-                url = pg.database() if on_pg and pg else None
-                res[f"dagster floor [{storage}]"] = bench_floor(start, days, url, env)
+                ov = instance_overrides(kind, pg.database() if kind == "postgres" and pg else None)
+                res[f"dagster floor [{storage}]"] = bench_floor(start, days, ov, env)
                 print(f"{'dagster floor [' + storage + ']':28s} {res[f'dagster floor [{storage}]']:7.2f}s  (a no-op asset reporting the same {days} partitions in one range run)", flush=True)
         finally:
             if pg is not None:

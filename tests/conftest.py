@@ -138,6 +138,7 @@ def demo(demo_root: Path) -> Iterator[Any]:
         LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"),
         LINEAGE_STATE_DIR=str(demo_root / "state"),
         DAGSTER_HOME=str(home),
+        DAGSTER_EVENT_BATCH_SIZE="1000",  # as the Makefile exports it
     )
     dagster = shutil.which("dagster", path=str(Path(sys.executable).parent))
     assert dagster, "the dagster CLI is not installed next to this Python"

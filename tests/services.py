@@ -146,6 +146,11 @@ class Tansu(Supervised):
 
 
 DAGSTER_YAML = """
+event_log_storage:  # as dagster_home/dagster.yaml ships it
+  module: lineage_defs.dagster_storage
+  class: BatchedSqliteEventLogStorage
+  config:
+    base_dir: {storage}
 telemetry:
   enabled: false
 run_retries:
@@ -165,7 +170,7 @@ class Daemon(Supervised):
     def __init__(self, tmp: Path, pipelines: Path, state: Path, env: Mapping[str, str] | None = None) -> None:
         self.home = tmp / "dagster_home"
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "dagster.yaml").write_text(DAGSTER_YAML)
+        (self.home / "dagster.yaml").write_text(DAGSTER_YAML.replace("{storage}", str(self.home / "storage")))
         workspace = tmp / "workspace.yaml"
         workspace.write_text(
             textwrap.dedent(

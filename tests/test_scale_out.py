@@ -120,6 +120,7 @@ def test_two_runs_write_the_lake_concurrently_on_postgres_and_s3(tmp_path: Path,
         writers = s.conn.execute(
             "SELECT snapshot_id, changes FROM ducklake_snapshots('lake') WHERE changes::VARCHAR LIKE '%tables_inserted_into%' ORDER BY snapshot_id"
         ).fetchall()
+        table_ids = dict(s.conn.execute("SELECT table_name, table_id::VARCHAR FROM ducklake_table_info('lake')").fetchall())
         assert not s.locked
     assert orders == [(30 * 100, 30, 30 * 100)]
     assert events == [(30 * 96, 30, "2025-01-01", "2025-01-30")]
@@ -139,6 +140,13 @@ def test_two_runs_write_the_lake_concurrently_on_postgres_and_s3(tmp_path: Path,
             # the two runs overlapped in time (separate processes, writing at once)
             spans = sorted((r.start_time, r.end_time) for r in records)
             assert spans[1][0] < spans[0][1], spans
+            # each partition's reported DuckLake snapshot is the one its own commit made, never the other
+            # run's commit that happened to be the lake's latest when it looked
+            for name in (f"orders_{tag}", f"events_{tag}"):
+                wrote = {sid for sid, changes in writers if table_ids[name] in changes.get("tables_inserted_into", [])}
+                mats = instance.fetch_materializations(dg.AssetKey(["ducklake", "main", name]), limit=100).records
+                reported = {r.asset_materialization.metadata["lineage/ducklake_snapshot_id"].value for r in mats if r.asset_materialization}
+                assert reported and reported <= wrote, (name, sorted(reported - wrote))
     finally:
         os.environ.pop("DAGSTER_HOME", None)
     with psycopg.connect(_pg_url(pg_dsn, dagster_db).replace("+psycopg2", "")) as c:

@@ -315,10 +315,20 @@ class Session:
             Path(loc).parent.mkdir(parents=True, exist_ok=True)
         return loc
 
-    def snapshot_id(self, alias: str) -> int | None:
-        """The DuckLake snapshot id of a lake alias, None for other catalogs."""
+    def snapshot_id(self, alias: str, committed_here: bool = False) -> int | None:
+        """The DuckLake snapshot id of a lake alias, None for other catalogs.
+
+        `committed_here`: the snapshot this connection's last commit made (right
+        after a write: exact even when other processes commit to the same lake,
+        and a cheap lookup instead of a catalog query); the lake's current one if
+        this connection has committed nothing yet.
+        """
         if not any(a == alias and s.startswith("ducklake://") for s, a in self.aliases.items()):
             return None
+        if committed_here:
+            row = self.conn.execute(f"SELECT id FROM ducklake_last_committed_snapshot({literal(alias)})").fetchone()
+            if row and row[0] is not None:
+                return int(row[0])
         row = self.conn.execute(f"SELECT id FROM ducklake_current_snapshot({literal(alias)})").fetchone()
         return int(row[0]) if row and row[0] is not None else None
 

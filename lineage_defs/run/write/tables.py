@@ -67,7 +67,7 @@ def write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: 
         session.__dict__.get("known_partitions", {}).pop(target, None)
         rollback(ctx)
         raise
-    snapshot = session.snapshot_id(catalog) if flavor == "ducklake" else None
+    snapshot = session.snapshot_id(catalog, committed_here=True) if flavor == "ducklake" else None
     unchanged = ctx.existing is not None and not ctx.synced and not strategy.REPLACES_TARGET
     columns = list(cache[target]) if unchanged and target in cache else ctx.describe(target)
     cache[target] = columns
