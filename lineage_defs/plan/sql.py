@@ -255,7 +255,7 @@ class _Body:
         self.catalogs: dict[str, tuple[str, str] | None] = {"lake": ("ducklake", "main"), "warehouse": ("duckdb", "warehouse")}
         self.default: tuple[str, str | None] = ("warehouse", None)  # USE changes it
         # `_events` is the runtime's TEMP table of a triggered run's batch, never an asset
-        self.temps: set[str] = {EVENTS_TABLE} if dialect == "duckdb" else set()
+        self.temps: set[str] = {EVENTS_TABLE}  # a triggered run's batch, in DuckDB and PostgreSQL steps alike
         self.reads: set[str] = set()
         self.writes: set[str] = set()
         self.created: dict[str, str] = {}  # URI or "temp:<name>" -> virtual key

@@ -1,7 +1,8 @@
 """A triggered run's batch of events: loaded from the store by id, offered to the step.
 
 SQL steps read it as the TEMP table ``_events`` (key, value, headers,
-timestamp, topic, partition, offset); Python steps through
+timestamp, topic, partition, offset) — DuckDB steps in their DuckDB
+connection, `.pg.sql` steps in their PostgreSQL session; Python steps through
 ``runtime.events()`` (a JSON file named by ``LINEAGE_EVENTS_FILE``). The same
 batch id always yields the same rows, so a re-executed run sees what the
 first one saw.
@@ -101,6 +102,45 @@ def stage_events(conn: Any, events: tuple[Event, ...] | list[Event]) -> None:
         conn.execute(f'CREATE OR REPLACE TEMP TABLE "{EVENTS_TABLE}" AS SELECT * FROM __lineage_events')
     finally:
         conn.unregister("__lineage_events")
+
+
+# `.pg.sql` steps: the same columns in PostgreSQL types (headers as a JSON object)
+PG_COLUMNS = (("key", "text"), ("value", "text"), ("headers", "jsonb"), ("timestamp", "timestamptz"), ("topic", "text"), ("partition", "integer"), ("offset", "bigint"))
+
+
+def stage_events_postgres(pg: Any, events: tuple[Event, ...] | list[Event]) -> None:
+    """``_events`` as a TEMP table of a PostgreSQL session, loaded with COPY (values never enter the SQL text).
+
+    Committed at once: each partition's statements run in a transaction that is
+    rolled back after its SELECT is fetched, and the table must outlive them.
+    PostgreSQL text cannot hold NUL: a NUL in a key or value arrives as U+FFFD.
+    """
+    import datetime as dt
+
+    from psycopg.types.json import Jsonb
+
+    columns = ", ".join(f'"{name}" {kind}' for name, kind in PG_COLUMNS)
+    names = ", ".join(f'"{name}"' for name, _ in PG_COLUMNS)
+    with pg.cursor() as cur:
+        cur.execute(f'DROP TABLE IF EXISTS pg_temp."{EVENTS_TABLE}"')
+        cur.execute(f'CREATE TEMP TABLE "{EVENTS_TABLE}" ({columns})')
+        with cur.copy(f'COPY "{EVENTS_TABLE}" ({names}) FROM STDIN') as copy:
+            for e in events:
+                d = e.as_dict()
+                copy.write_row((
+                    _no_nul(d["key"]),
+                    _no_nul(d["value"]),
+                    Jsonb(d["headers"]),
+                    None if e.timestamp is None else dt.datetime.fromtimestamp(e.timestamp / 1000, dt.timezone.utc),
+                    e.topic,
+                    e.partition,
+                    e.offset,
+                ))
+    pg.commit()
+
+
+def _no_nul(text: str | None) -> str | None:
+    return text.replace("\x00", "\ufffd") if text and "\x00" in text else text
 
 
 def write_events_file(events: tuple[Event, ...], path: Path) -> None:

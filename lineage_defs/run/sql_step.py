@@ -22,7 +22,7 @@ from lineage_defs.plan.spec import StepSpec
 from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_custom, script_statements
 from lineage_defs.run.compile import Compiled, compile_statement, uses_substrates
 from lineage_defs.run.context import PartitionWindow, resolve_token
-from lineage_defs.run.events import RunBatch, stage_events
+from lineage_defs.run.events import RunBatch, stage_events, stage_events_postgres
 from lineage_defs.run.quoting import ident
 from lineage_defs.run.substrates import RunSettings, Session
 from lineage_defs.run.write.base import WriteRequest, WriteResult
@@ -136,7 +136,8 @@ class StepRunner:
                 c = compile_statement(st.sql, "duckdb", None, self.session.object_path, macro=True)
                 self._run(c, Location(lib, st.line), lib)
         self.session.use_warehouse()
-        if self.batch is not None or self.step.kafka or self.step.webhooks:
+        triggered = self.batch is not None or bool(self.step.kafka or self.step.webhooks)
+        if triggered and self.step.language != "postgres":
             stage_events(self.session.conn, self.batch.events if self.batch else ())
         # Only scripts that create objects in setup statements need them dropped
         # between partitions (a catalog query per partition otherwise).
@@ -154,6 +155,8 @@ class StepRunner:
             if failure is not None:  # raised outside the handler: no chained error quoting the DSN
                 raise RunError(f"could not connect to PostgreSQL for datatable://{name}: {failure}", Location(self.step.path),
                                f"check LINEAGE_PG_DSN_{name.upper()} / LINEAGE_PG_DSN")
+            if triggered:
+                stage_events_postgres(self.pg, self.batch.events if self.batch else ())
 
     def _run(self, c: Compiled, where: Location, path: str | None = None) -> None:
         if c.attach:
