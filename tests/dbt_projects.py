@@ -41,6 +41,9 @@ SHOP_FILES = {
               - name: orders
                 config:
                   event_time: order_ts
+                columns:
+                  - name: order_id
+                    data_tests: [not_null, unique]
     """,
     "shop/dbt/models/stg_orders.sql": """
         select order_id, customer_id, amount as amount_eur, cast(order_ts as date) as order_date

@@ -106,6 +106,12 @@ def test_dbt_tests_are_asset_checks_and_ran(built: Built) -> None:
     passed = {(e.event_specific_data.asset_key, e.event_specific_data.check_name): e.event_specific_data.passed for e in evaluations}
     assert passed[(DAILY, "unique_store_daily_order_date")] is True
     assert passed[(STG, "not_null_stg_orders_order_id")] is True
+    # tests on the source lake.main.orders check the script's asset that the source is, run by dbt
+    on_source = {"source_not_null_lake_orders_order_id", "source_unique_lake_orders_order_id"}
+    assert {(ORDERS, name) for name in on_source} <= checks
+    assert {name: passed.get((ORDERS, name)) for name in on_source} == dict.fromkeys(on_source, True)
+    spec = next(s for d in built.defs.assets or [] if hasattr(d, "check_specs") for s in d.check_specs if s.asset_key == ORDERS)
+    assert not spec.blocking and "lake.main.orders" not in spec.description and "ducklake://main/orders" in spec.description
 
 
 def test_default_profile_builds_into_the_state_dir(built: Built) -> None:

@@ -48,7 +48,7 @@ def selection_args(project: DbtProject, group: Sequence[StepSpec], whole_project
         if cfg.selector:
             return ["--selector", cfg.selector]
         return ["--select", cfg.select] + (["--exclude", cfg.exclude] if cfg.exclude else [])
-    return ["--select", " ".join(f"fqn:{s.dbt.fqn}" for s in group if s.dbt)]
+    return ["--select", " ".join([f"fqn:{s.dbt.fqn}" for s in group if s.dbt] + [t.select for s in group if s.dbt for t in s.dbt.tests if t.select])]
 
 
 def dbt_assets_for(
@@ -89,7 +89,14 @@ def dbt_assets_for(
                 )
             )
             checks.extend(
-                AssetCheckSpec(name=t.name, asset=key, blocking=t.severity == "error", description=f"dbt test {t.name} (severity={t.severity})", metadata={UNIQUE_ID_KEY: t.unique_id})
+                AssetCheckSpec(
+                    name=t.name,
+                    asset=translator.asset_key(t.asset) if t.asset else key,
+                    # a source test checks the asset the source is, run by dbt with this project's models
+                    blocking=t.severity == "error" and not t.asset,
+                    description=f"dbt test {t.name} (severity={t.severity})" + (f" on the dbt source that is {t.asset}" if t.asset else ""),
+                    metadata={UNIQUE_ID_KEY: t.unique_id},
+                )
                 for t in s.dbt.tests
             )
 

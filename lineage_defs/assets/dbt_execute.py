@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dagster import AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetKey, AssetMaterialization, AssetSpec, Output
-from dagster_dbt import DagsterDbtTranslator, DbtCliResource
+from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource
 
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.execute import run_settings
@@ -44,7 +44,8 @@ class LineageDbtTranslator(DagsterDbtTranslator):
     """dagster-dbt's translator over the plan's keys: a dbt node's key is its step's URI key."""
 
     def __init__(self, keys: Mapping[str, AssetKey]) -> None:
-        super().__init__()
+        # tests on sources report as checks on the assets the sources are (the plan declares them)
+        super().__init__(settings=DagsterDbtTranslatorSettings(enable_source_tests_as_checks=True))
         self.keys = keys
 
     def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> AssetKey:
@@ -77,10 +78,11 @@ def execute_dbt(
     dbt_translator = LineageDbtTranslator(keys)
     manifest = json.loads(Path(project.manifest_path).read_text())
     by_key = {translator.asset_key(s.uri): s for s in steps}
-    if set(context.selected_asset_keys) != set(by_key):  # a subset: the selected models by name
-        names = [n.fqn for k in context.selected_asset_keys if k in by_key and (n := by_key[k].dbt) is not None]
-        selection = ["--select", " ".join(f"fqn:{name}" for name in names)]
     wanted_checks = set(context.selected_asset_check_keys)
+    if set(context.selected_asset_keys) != set(by_key):  # a subset: the selected models by name, and selected source tests
+        names = [n.fqn for k in context.selected_asset_keys if k in by_key and (n := by_key[k].dbt) is not None]
+        on_sources = [t.select for s in steps if s.dbt for t in s.dbt.tests if t.select and AssetCheckKey(translator.asset_key(t.asset), t.name) in wanted_checks]
+        selection = ["--select", " ".join([f"fqn:{name}" for name in names] + on_sources)]
 
     # 1. dbt, holding the state lock on the embedded default
     outputs: dict[str, Output[Any]] = {}

@@ -37,6 +37,10 @@ class DbtTest:
     name: str  # the asset check's name (dagster-dbt's convention: the test's name)
     unique_id: str
     severity: str  # error | warn
+    # a test on a dbt source: the URI of the asset the source is (a script's table) and the
+    # selector that makes dbt run the test (a model's selection does not reach it)
+    asset: str = ""
+    select: str = ""
 
 
 @dataclass(frozen=True)
@@ -252,12 +256,20 @@ def dbt_steps(projects: Sequence[tuple[DbtProject, Mapping[str, Any]]], names: s
         uri_of = dict(project.node_uris).get
 
         tests_of: dict[str, list[DbtTest]] = {}
+        on_sources: list[DbtTest] = []  # checks on the assets the sources are, run with the project's models
         if project.config.test_behavior != "none":
             for t in project.test_ids:
                 tn = all_nodes[t]
                 attached = tn.get("attached_node") or next(iter((tn.get("depends_on") or {}).get("nodes", [])), None)
-                if attached:
-                    tests_of.setdefault(attached, []).append(DbtTest(tn["name"], t, str((tn.get("config") or {}).get("severity") or "error").lower()))
+                severity = str((tn.get("config") or {}).get("severity") or "error").lower()
+                if attached and attached in sources:
+                    on_sources.append(DbtTest(tn["name"], t, severity, asset=uri_of(attached) or "", select="fqn:" + ".".join(tn.get("fqn") or [tn["name"]])))
+                elif attached:
+                    tests_of.setdefault(attached, []).append(DbtTest(tn["name"], t, severity))
+        # the project's first unpartitioned model carries them (its multi-asset has no partitions to mismatch)
+        carrier = next((u for u in project.unique_ids if not _batch(all_nodes[u])), None)
+        if carrier is not None:
+            tests_of.setdefault(carrier, []).extend(t for t in on_sources if t.asset)
         for u in project.unique_ids:
             node = all_nodes[u]
             rel = f"{project.path}/{node['original_file_path']}"
