@@ -77,12 +77,16 @@ def build_definitions(
         conditions = {s.name: condition_for(s, pdefs, key_of, memo) for s in project.steps}
         conditioned = [key_of[u] for s in project.steps if conditions[s.name] is not None for u in s.outputs]
         sensors, schedules = trigger_definitions(project, key_of, pdefs, conditioned, settings.triggers, resource.state_dir)
-        return Definitions(
+        defs = Definitions(
             assets=all_assets(project, keys, pdefs, conditions),
             sensors=sensors,
             schedules=schedules,
             resources={"lineage": resource},
         )
+        # Dagster resolves the repository (asset graph, resource binding) on first use, which
+        # every code server and run process makes at once: do it while the GC is paused too.
+        defs.get_repository_def()
+        return defs
     finally:
         if paused:
             gc.enable()
