@@ -13,7 +13,11 @@ export DAGSTER_EVENT_BATCH_SIZE ?= 1000
 
 .PHONY: install browser demo test bench typecheck clean
 
+# Also the editable package's bytecode: uv compiles site-packages only, and where
+# PYTHONDONTWRITEBYTECODE=1 (common in containers) Python would compile lineage_defs
+# from source in every code server and run process (up to date: a no-op).
 install: $(VENV)/.installed
+	@$(PY) -m compileall -q lineage_defs
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
