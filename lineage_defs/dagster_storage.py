@@ -16,9 +16,10 @@ rows as Dagster's (an instance can switch between the two classes), with
   processes behave as before; the engine keeps SQLAlchemy's compiled-statement
   cache);
 - `store_event_batch` writing a batch in one transaction per shard instead of
-  one per event, and updating each asset's row once per batch (with the row the
-  last event would leave, as dagster-postgres does). Dagster sends batches when `DAGSTER_EVENT_BATCH_SIZE` is set
-  in the run's environment (`make demo` sets it; see the README).
+  one per event, and updating each asset's row once per batch (to the row the
+  batch's last events leave; dagster-postgres updates it once per batch too).
+  Dagster sends batches when `DAGSTER_EVENT_BATCH_SIZE` is set in the run's
+  environment (the Makefile exports it; see the README).
 
 Configured in `dagster.yaml`:
 
