@@ -97,3 +97,31 @@ def test_missing_upstream_table_and_empty_upstream_partition(tmp_path: Path) -> 
     ]
     with Session(settings) as session:
         assert session.conn.execute("SELECT _partition, count(*) FROM lake.main.b GROUP BY 1").fetchall() == [("2025-01-01", 1)]
+
+
+def test_a_data_test_on_a_table_not_built_yet_names_it(tmp_path: Path) -> None:
+    """`relationships` to an upstream that was never materialized: build it first, not "fix the test"."""
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/customers.sql", """
+        -- pipeline
+        -- materialize ducklake://main/customers
+        SELECT 1 AS customer_id
+    """)
+    write(root, "x/orders.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize ducklake://main/orders
+        -- data_test relationships customer_id -> ducklake://main/customers.customer_id
+        SELECT 1 AS id, 1 AS customer_id
+    """)
+    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
+    s = steps(root)
+    (r,) = run_windows(settings, s["x/orders.sql"], [PartitionWindow("2025-01-01")])
+    message = str(r.error)
+    assert "input not there yet: ducklake://main/customers (the table does not exist)" in message, message
+    assert "materialize ducklake://main/customers first, then re-run this partition" in message
+    assert "engine said: data test 'relationships_customer_id' could not run" in message
+    assert "fix the test or the column it names" not in message
+    assert [x.error for x in run_windows(settings, s["x/customers.sql"], [None])] == [None]
+    (again,) = run_windows(settings, s["x/orders.sql"], [PartitionWindow("2025-01-01")])
+    assert again.error is None and again.rows == 1

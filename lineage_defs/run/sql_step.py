@@ -201,8 +201,9 @@ class StepRunner:
         return result
 
     def _explain(self, e: BaseException, window: PartitionWindow | None) -> BaseException:
-        """A failed statement whose input is not there yet: say which upstream to build first."""
-        if not (isinstance(e, RunError) and e.message.startswith("statement failed")):
+        """A failed statement (or a data test, e.g. `relationships` to a table not built yet) whose
+        input is not there yet: say which upstream to build first."""
+        if not (isinstance(e, RunError) and (e.message.startswith("statement failed") or (e.message.startswith("data test '") and " could not run: " in e.message))):
             return e
         from lineage_defs.run.inputs import missing_after_failure
 
@@ -211,10 +212,12 @@ class StepRunner:
             return e
         first = missing[0]
         build = f"{first.uri} partition {first.partition}" if first.partition else first.uri
+        said = str(e.message).splitlines()[0]
+        said = said.removeprefix("statement failed: ")  # a data test's failure keeps the test's name
         err = RunError(
             f"input not there yet: {'; '.join(m.describe() for m in missing)}",
             e.location,
-            f"materialize {build} first, then re-run{' this partition' if window else ''} (engine said: {str(e.message).splitlines()[0][len('statement failed: '):][:200]})",
+            f"materialize {build} first, then re-run{' this partition' if window else ''} (engine said: {said[:200]})",
         )
         err.__suppress_context__ = True  # the engine's own words are in the fix; its "fix the statement" would mislead
         return err
