@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from unittest import mock
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,7 @@ def reexecute(instance: Any, run_id: str, workspace: Path, env: dict[str, str]) 
     from dagster._core.workspace.load_target import WorkspaceFileTarget
     from dagster._core.definitions.selector import JobSubsetSelector
 
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with mock.patch.dict(os.environ, env):  # the code location's environment, restored after
         with WorkspaceProcessContext(instance, WorkspaceFileTarget([str(workspace)])) as ctx:
             request = ctx.create_request_context()
             parent = instance.get_run_by_id(run_id)
@@ -98,9 +97,3 @@ def reexecute(instance: Any, run_id: str, workspace: Path, env: dict[str, str]) 
                     return str(new.run_id)
                 time.sleep(0.5)
             raise AssertionError(f"re-execution {new.run_id} did not finish")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

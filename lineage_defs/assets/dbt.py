@@ -26,7 +26,7 @@ from dagster import AssetCheckSpec, AssetDep, AssetsDefinition, AssetSpec, Autom
 from lineage_defs.assets.factory import asset_metadata
 from lineage_defs.assets.partitions import partition_mapping
 from lineage_defs.assets.translator import LineageTranslator
-from lineage_defs.plan.dbt import DbtProject, project_op_name
+from lineage_defs.plan.dbt import DbtProject, DbtTest, project_op_name
 from lineage_defs.plan.spec import Project, StepSpec
 
 _COMPUTE_SIGNATURE = inspect.Signature([inspect.Parameter("context", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
@@ -48,8 +48,17 @@ def selection_args(project: DbtProject, group: Sequence[StepSpec], whole_project
         if cfg.selector:
             return ["--selector", cfg.selector]
         return ["--select", cfg.select] + (["--exclude", cfg.exclude] if cfg.exclude else [])
-    return ["--select", " ".join([f"fqn:{s.dbt.fqn}" for s in group if s.dbt] + [t.select for s in group if s.dbt for t in s.dbt.tests if t.select])]
+    return by_name(group, source_tests(group))
 
+
+def source_tests(steps: Sequence[StepSpec]) -> list[DbtTest]:
+    """The tests on dbt sources these steps carry (checks of the assets the sources are)."""
+    return [t for s in steps if s.dbt for t in s.dbt.tests if t.select]
+
+
+def by_name(models: Sequence[StepSpec], tests: Sequence[DbtTest]) -> list[str]:
+    """`--select` of these models by fqn, and of these source tests (a model's selection does not reach them)."""
+    return ["--select", " ".join([f"fqn:{s.dbt.fqn}" for s in models if s.dbt] + [t.select for t in tests])]
 
 def dbt_assets_for(
     project: DbtProject,

@@ -27,6 +27,7 @@ from dagster import AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, Asset
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource
 
 from lineage_defs.assets import metadata as md
+from lineage_defs.assets.dbt import by_name, source_tests
 from lineage_defs.assets.execute import run_settings
 from lineage_defs.assets.translator import LineageTranslator
 from lineage_defs.plan.dbt import DbtProject, own_catalogs, relation_aliases
@@ -80,9 +81,9 @@ def execute_dbt(
     by_key = {translator.asset_key(s.uri): s for s in steps}
     wanted_checks = set(context.selected_asset_check_keys)
     if set(context.selected_asset_keys) != set(by_key):  # a subset: the selected models by name, and selected source tests
-        names = [n.fqn for k in context.selected_asset_keys if k in by_key and (n := by_key[k].dbt) is not None]
-        on_sources = [t.select for s in steps if s.dbt for t in s.dbt.tests if t.select and AssetCheckKey(translator.asset_key(t.asset), t.name) in wanted_checks]
-        selection = ["--select", " ".join([f"fqn:{name}" for name in names] + on_sources)]
+        chosen = [by_key[k] for k in context.selected_asset_keys if k in by_key]
+        tests = [t for t in source_tests(steps) if AssetCheckKey(translator.asset_key(t.asset), t.name) in wanted_checks]
+        selection = by_name(chosen, tests)
 
     # 1. dbt, holding the state lock on the embedded default
     outputs: dict[str, Output[Any]] = {}
