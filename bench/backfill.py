@@ -56,9 +56,10 @@ WHERE event_ts >= $start::TIMESTAMP AND event_ts < $end::TIMESTAMP
 
 
 def connect(state: Path):  # type: ignore[no-untyped-def]
-    from lineage_defs.run.substrates import RunSettings, Session
+    from lineage_defs.settings import LineageSettings
+    from lineage_defs.run.substrates import Session
 
-    return Session(RunSettings(state_dir=str(state)))
+    return Session(LineageSettings(state_dir=str(state)))
 
 
 def make_raw(state: Path, start: dt.date, days: int, rows: int) -> None:
@@ -105,9 +106,8 @@ def bench_ours(state: Path, root: Path, start: dt.date, days: int, overrides: st
         f"""
         import time, dagster as dg
         from dagster._core.storage.tags import ASSET_PARTITION_RANGE_START_TAG as S, ASSET_PARTITION_RANGE_END_TAG as E
-        from lineage_defs import build_definitions, LineageSettings, LineageResource
-        defs = build_definitions({str(root)!r}, settings=LineageSettings(state_dir={str(state)!r}),
-                                 resource=LineageResource(pipelines_dir={str(root)!r}, state_dir={str(state)!r}))
+        from lineage_defs import build_definitions, LineageSettings
+        defs = build_definitions({str(root)!r}, settings=LineageSettings(state_dir={str(state)!r}))
         first, last = {start.isoformat()!r}, {(start + dt.timedelta(days=days - 1)).isoformat()!r}
         with dg.instance_for_test(overrides={overrides}) as inst:
             t = time.perf_counter()
@@ -236,14 +236,15 @@ def bench_run_layer(work: Path, start: dt.date, days: int, rows: int) -> tuple[f
     from lineage_defs.plan.project import load_project
     from lineage_defs.run.context import PartitionWindow
     from lineage_defs.run.sql_step import StepRunner
-    from lineage_defs.run.substrates import RunSettings, Session
+    from lineage_defs.settings import LineageSettings
+    from lineage_defs.run.substrates import Session
 
     state, root = work / "run-layer", work / "pipelines-run-layer"
     make_raw(state, start, days, rows)
     (root / "bench").mkdir(parents=True)
     (root / "bench" / "events_daily.sql").write_text(STEP.format(start=start.isoformat()))
     step = load_project(root).steps[0]
-    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
     utc = dt.timezone.utc
     ours = plain = 0.0
     with Session(settings) as session:

@@ -122,29 +122,27 @@ def load_dagster_dbt(manifest: Path, project: Path) -> float:
 
 def our_pass(pipelines: Path, state: Path, target: Path, cache: Path) -> tuple[float, float, int, int]:
     """CPU seconds of the lineage pass over every model's compiled SQL: (cold, warm, models, edges)."""
-    from lineage_defs.plan.dbt import relation_aliases
-    from lineage_defs.plan.dbt_manifest import DbtEnv
+    from lineage_defs.dbt.lineage_pass import BuiltModel, LineagePass, detect_engine
+    from lineage_defs.dbt.nodes import relation_aliases
     from lineage_defs.plan.project import load_project
-    from lineage_defs.run.dbt_lineage import BuiltModel, detect_engine, lineage_pass
+    from lineage_defs.settings import LineageSettings
 
-    plan = load_project(pipelines, cache_dir=state / "cache", dbt_env=DbtEnv(str(state)))
+    plan = load_project(pipelines, LineageSettings(state_dir=str(state)))
     project = plan.dbt_projects[0]
-    steps = [s for s in plan.steps if s.dbt is not None]
+    steps = plan.dbt_steps
     aliases = relation_aliases(steps)
     back = {v: k for k, v in aliases.items()}
     columns = {s.uri: s.output_columns for s in plan.steps if s.output_columns}
     models = [
-        BuiltModel(s.dbt.unique_id, s.uri, s.path[len(project.path) + 1 :], {back.get(d.uri, d.uri): columns[d.uri] for d in s.deps if d.uri in columns})
+        BuiltModel(s.unique_id, s.uri, s.path[len(project.path) + 1 :], {back.get(d.uri, d.uri): columns[d.uri] for d in s.deps if d.uri in columns})
         for s in steps
-        if s.dbt is not None
     ]
-    engine = detect_engine(None)
+    lineage = LineagePass(detect_engine(None), target, project.name, dict(project.node_uris), aliases, cache_file=cache)
     times = []
     edges = 0
     for _ in range(2):  # cold, then warm
         t = time.process_time()
-        r = lineage_pass(models, engine=engine, build_target=target, project_name=project.name, node_uris=dict(project.node_uris),
-                         aliases=aliases, budget_seconds=3600, cache_file=cache)  # fmt: skip
+        r = lineage.run(models, 3600)
         times.append(time.process_time() - t)
         assert r.note is None, r.note
         edges = sum(len(e) for e in r.edges.values())
@@ -156,9 +154,10 @@ def dagster_dbt_slice(manifest: Path, project: Path, profiles: Path, state: Path
     from dagster import DagsterInstance, materialize
     from dagster_dbt import DbtCliResource, dbt_assets
 
-    from lineage_defs.run.substrates import RunSettings, Session
+    from lineage_defs.settings import LineageSettings
+    from lineage_defs.run.substrates import Session
 
-    with Session(RunSettings(state_dir=str(state))) as s:  # the scripts' table the slice reads
+    with Session(LineageSettings(state_dir=str(state))) as s:  # the scripts' table the slice reads
         s.conn.execute("CREATE OR REPLACE TABLE lake.main.raw AS SELECT range AS id, 'n' || range AS name, range * 1.5 AS amount, "
                        "TIMESTAMP '2025-01-01' + to_minutes(range) AS ts, ['placed', 'shipped', 'cancelled'][1 + range % 3] AS status FROM range(2000)")  # fmt: skip
     data = json.loads(manifest.read_text())

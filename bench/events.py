@@ -84,11 +84,11 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from lineage_defs.events.kafka import drain
-    from lineage_defs.events.store import EventStore, store_path
+    from lineage_defs.events.store import EventStore
     from lineage_defs.plan.project import load_project
     from lineage_defs.run.events import kafka_stream, load_batch
     from lineage_defs.run.sql_step import StepRunner
-    from lineage_defs.run.substrates import RunSettings
+    from lineage_defs.settings import LineageSettings
 
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
@@ -114,14 +114,14 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
         (pipes / "bench").mkdir(parents=True)
         (pipes / "bench" / "events.sql").write_text(STEP)
         state = tmp / "state"
-        project = load_project(pipes, cache_dir=None)
+        project = load_project(pipes)
         step = project.steps[0]
         stream = kafka_stream(step, "bench.events")
-        settings = RunSettings(state_dir=str(state), pipelines_dir=str(pipes))
+        settings = LineageSettings(state_dir=str(state), pipelines_dir=str(pipes))
 
         # 1. broker → event store (what a sensor tick does)
         t0 = time.perf_counter()
-        with EventStore(store_path(state)) as store:
+        with EventStore(LineageSettings(state_dir=str(state)).events_store) as store:
             stored = 0
             while stored < messages:
                 got = drain(store, stream, bootstrap=bootstrap, topic="bench.events", group="bench", budget_seconds=60, max_messages=messages)
@@ -205,9 +205,10 @@ def bench_webhooks(tmp: Path, requests: int, clients: int) -> float:
         t0 = time.perf_counter()
         asyncio.run(run())
         took = time.perf_counter() - t0
-        from lineage_defs.events.store import EventStore, store_path
+        from lineage_defs.events.store import EventStore
+        from lineage_defs.settings import LineageSettings
 
-        with EventStore(store_path(state)) as store:
+        with EventStore(LineageSettings(state_dir=str(state)).events_store) as store:
             stored = store.counts("webhook:bench")["events"]
         assert statuses == {202: requests}, statuses
         assert stored == requests, f"{stored} stored of {requests} accepted"

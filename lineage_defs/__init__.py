@@ -7,29 +7,26 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["LineageResource", "LineageSettings", "LineageTranslator", "build_definitions", "load_project"]
 
 if TYPE_CHECKING:
-    from lineage_defs.assets.definitions import LineageSettings, build_definitions
+    from lineage_defs.assets.definitions import build_definitions
     from lineage_defs.assets.resources import LineageResource
     from lineage_defs.assets.translator import LineageTranslator
     from lineage_defs.plan.project import load_project
+    from lineage_defs.settings import LineageSettings
+
+# Lazy: importing lineage_defs (e.g. lineage_defs.runtime in a step's subprocess) must not import Dagster.
+_WHERE = {
+    "build_definitions": "lineage_defs.assets.definitions",
+    "LineageResource": "lineage_defs.assets.resources",
+    "LineageTranslator": "lineage_defs.assets.translator",
+    "load_project": "lineage_defs.plan.project",
+    "LineageSettings": "lineage_defs.settings",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy: importing lineage_defs (e.g. lineage_defs.runtime in a step's
-    # subprocess) must not import Dagster.
-    if name in ("LineageSettings", "build_definitions"):
-        from lineage_defs.assets import definitions
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(name)
+    import importlib
 
-        return getattr(definitions, name)
-    if name == "LineageResource":
-        from lineage_defs.assets import resources
-
-        return getattr(resources, name)
-    if name == "LineageTranslator":
-        from lineage_defs.assets import translator
-
-        return getattr(translator, name)
-    if name == "load_project":
-        from lineage_defs.plan import project
-
-        return getattr(project, name)
-    raise AttributeError(name)
+    return getattr(importlib.import_module(module), name)

@@ -8,28 +8,33 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lineage_defs.definitions import paths_from_env, webserver_url_from_env
+from lineage_defs.definitions import webserver_url_from_env
 from lineage_defs.plan.spec import Project
+from lineage_defs.settings import LineageSettings
+
+
+def _settings(folder: str | None, use_cache: bool = True) -> LineageSettings:
+    """The environment's settings (as the code location reads them), with the folder given on the command line."""
+    settings = LineageSettings.from_env().replace(use_cache=use_cache)
+    return settings.replace(pipelines_dir=folder) if folder else settings
 
 
 def _folder(arg: str | None) -> Path:
-    return Path(arg or paths_from_env()[0])
+    return Path(_settings(arg).pipelines_dir)
 
 
-def _load(folder: Path, use_cache: bool = True) -> Project:
-    from lineage_defs.plan.dbt_manifest import DbtEnv
+def _load(settings: LineageSettings) -> Project:
     from lineage_defs.plan.project import load_project
 
-    state = Path(paths_from_env()[1])
-    return load_project(folder, cache_dir=state / "cache" if use_cache else None, dbt_env=DbtEnv(str(state)))
+    return load_project(settings.pipelines_dir, settings)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from lineage_defs.plan.schemas import captured_schemas, column_warnings
 
-    project = _load(_folder(args.folder), use_cache=not args.no_cache)
-    state = paths_from_env()[1]
-    warnings = [*project.warnings, *column_warnings(project, captured_schemas(state))]
+    settings = _settings(args.folder, use_cache=not args.no_cache)
+    project = _load(settings)
+    warnings = [*project.warnings, *column_warnings(project, captured_schemas(settings))]
     for warning in warnings:
         print(warning.render(), file=sys.stderr)
     for e in project.errors:
@@ -65,7 +70,7 @@ def graph_json(project: Project) -> dict[str, Any]:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    project = _load(_folder(args.folder))
+    project = _load(_settings(args.folder))
     if project.errors:
         for e in project.errors:
             print(e.render(), file=sys.stderr)
@@ -147,7 +152,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def cmd_webhooks_serve(args: argparse.Namespace) -> int:
     from lineage_defs.definitions import webhook_env
     from lineage_defs.errors import LineageDefsError
-    from lineage_defs.webhooks.serve import serve
+    from lineage_defs.triggers.webhook.serve import serve
 
     try:
         return serve(args.host, args.port, webhook_env(), args.folder)

@@ -21,6 +21,10 @@ rows as Dagster's (an instance can switch between the two classes), with
   Dagster sends batches when `DAGSTER_EVENT_BATCH_SIZE` is set in the run's
   environment (the Makefile exports it; see the README).
 
+The one module of the package that imports Dagster's private modules (its
+storage internals have no public API); ``WRITTEN_FOR`` names the Dagster
+versions it was written and tested for, and a test pins the installed one.
+
 Configured in `dagster.yaml`:
 
     event_log_storage:
@@ -46,6 +50,8 @@ from dagster._serdes import ConfigurableClassData
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
+
+WRITTEN_FOR = ">=1.13,<1.14"  # Dagster versions whose SQLite event log this subclasses
 
 
 class BatchedSqliteEventLogStorage(SqliteEventLogStorage):

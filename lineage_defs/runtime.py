@@ -7,20 +7,27 @@
     df = con.sql("SELECT ... FROM lake.orders WHERE ...").df()
     runtime.write(df)                  # managed write to the script's `materialize` target
 
-Runs inside the step's subprocess; the parent (a Dagster Pipes session) passes
-the partition, connections and target through the environment. Outside a
-run, ``write`` still works against ``LINEAGE_STATE_DIR`` for local debugging.
+Runs inside the step's subprocess: the parent op (a Dagster Pipes session)
+hands over the step as it planned it, the partition and the trigger's batch
+(``lineage_defs.run.contract``), and the connections as ``LINEAGE_*``
+variables. Run by hand outside Dagster, ``write`` plans the folder itself
+and writes against ``LINEAGE_STATE_DIR``, for local debugging.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from lineage_defs.errors import Location, RunError
+from lineage_defs.plan.spec import ScriptStep
 from lineage_defs.run.context import PartitionWindow
+from lineage_defs.run.contract import current
+from lineage_defs.settings import LineageSettings
 
 __all__ = ["connect", "events", "log", "partition", "path", "report", "write"]
 
@@ -45,17 +52,18 @@ def log(message: str) -> None:
 
 def partition() -> PartitionWindow | None:
     """The partition being built: ``key``, ``start`` and ``end`` (datetimes, end exclusive), or None."""
-    key = os.environ.get("PARTITION")
+    ctx = current()
+    if ctx is not None:
+        return ctx.window
+    key = os.environ.get("PARTITION")  # a script run by hand, outside Dagster
     if key is None:
         return None
     start, end = os.environ.get("PARTITION_START"), os.environ.get("PARTITION_END")
     return PartitionWindow(key, dt.datetime.fromisoformat(start) if start else None, dt.datetime.fromisoformat(end) if end else None)
 
 
-def _settings() -> Any:
-    from lineage_defs.run.substrates import RunSettings
-
-    return RunSettings.from_env(os.environ)  # what the parent op passed (RunSettings.to_env)
+def _settings() -> LineageSettings:
+    return LineageSettings.from_env(os.environ)  # what the parent op passed (LineageSettings.to_env)
 
 
 def _get_session() -> Any:
@@ -90,10 +98,10 @@ def events() -> list[dict[str, Any]]:
     (epoch ms), ``topic``, ``partition``, ``offset``. A re-executed run gets
     the same events.
     """
-    file = os.environ.get("LINEAGE_EVENTS_FILE")
-    if not file or not os.path.exists(file):
+    ctx = current()
+    if ctx is None or not ctx.events_file or not os.path.exists(ctx.events_file):
         return []
-    with open(file) as f:
+    with open(ctx.events_file) as f:
         return list(json.load(f))
 
 
@@ -102,40 +110,32 @@ def report(**metadata: Any) -> None:
     _reported.update(metadata)
 
 
-def _step_spec() -> Any:
-    from lineage_defs.errors import RunError
-    from lineage_defs.parse import language_of, parse_header
-    from lineage_defs.plan.spec import StepSpec, strategy_of
-
-    rel = os.environ.get("LINEAGE_STEP_PATH")
-    if not rel:
-        import __main__
-
-        main = getattr(__main__, "__file__", None)
-        if not main:
-            raise RunError("runtime.write() does not know which script is running", fix="run the step through Dagster, or set LINEAGE_STEP_PATH")
-        root = Path(_settings().pipelines_dir)
-        rel = os.path.relpath(main, root)
-    text = (Path(_settings().pipelines_dir) / rel).read_text()
-    header, errors = parse_header(rel, text, language_of(rel) or "python")
-    if errors:
-        raise errors[0]
-    m = header.materialize
+def _step() -> ScriptStep:
+    """The step this script is: as the parent op planned it, else (run by hand) as the folder's plan has it."""
+    ctx = current()
+    step = ctx.step if ctx is not None else _planned_step()
+    m = step.materialize
     if m is None or m.manual:
-        raise RunError("runtime.write() needs a managed 'materialize' line", fix="add '# materialize <uri>' (without manual) to the script header")
-    return StepSpec(
-        name="step",
-        pipeline=rel.split("/", 1)[0],
-        path=rel,
-        language="python",
-        description="",
-        outputs=(m.uri,),
-        materialize=m,
-        strategy=strategy_of(m, header.partitioned is not None),
-        deps=(),
-        partitioning=header.partitioned,
-        tests=header.tests,
-    )
+        raise RunError("runtime.write() needs a managed 'materialize' line", Location(step.path), "add '# materialize <uri>' (without manual) to the script header")
+    return step
+
+
+def _planned_step() -> ScriptStep:
+    import __main__
+
+    from lineage_defs.plan.project import load_project
+
+    main = getattr(__main__, "__file__", None)
+    if not main:
+        raise RunError("runtime.write() does not know which script is running", fix="run the step through Dagster, or run the script file itself")
+    settings = _settings()
+    rel = Path(os.path.relpath(os.path.abspath(main), settings.pipelines_dir)).as_posix()
+    project = load_project(settings.pipelines_dir, settings)
+    step = next((s for s in project.scripts if s.path == rel), None)
+    if step is None:
+        problems = "; ".join(e.headline() for e in project.errors if e.path == rel)
+        raise RunError(f"{rel} is not a step of {settings.pipelines_dir}{': ' + problems if problems else ''}", Location(rel), "check LINEAGE_PIPELINES_DIR and the script's '# pipeline' header (lineage-defs check)")
+    return step
 
 
 def write(data: Any) -> dict[str, Any]:
@@ -148,28 +148,26 @@ def write(data: Any) -> dict[str, Any]:
 
     from lineage_defs.run.checks import CheckFailed
     from lineage_defs.run.events import RunBatch
-    from lineage_defs.run.sql_step import SliceResult, StepRunner, slice_dict
+    from lineage_defs.run.sql_step import SliceResult, StepRunner
 
     table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data, preserve_index=False)
-    step = _step_spec()
+    step = _step()
     session = _get_session()
-    batch_id = os.environ.get("LINEAGE_BATCH")
+    ctx = current()
     # the run's batch id goes into the write's ledger: a retried run writes it once
-    batch = RunBatch(batch_id, "", ()) if batch_id else None
+    batch = RunBatch(ctx.batch, "", ()) if ctx is not None and ctx.batch else None
     runner = StepRunner(session.settings, step, session=session, batch=batch)
     runner.stage_arrow(table)
     window = partition()
-    file = os.environ.get("LINEAGE_RESULT_FILE")
     try:
         result = runner.write_slice(window)
     except CheckFailed as e:
-        if file:
+        if ctx is not None:
             failed = SliceResult(window.key if window else None, step.uri, checks=e.outcomes)
-            Path(file).write_text(json.dumps(slice_dict(failed), default=str))
+            Path(ctx.result_file).write_text(failed.report().to_json())
         raise
-    out = slice_dict(result)
-    out["sql"] = [f"-- staged {table.num_rows} rows from Python", *out["sql"]]
-    if file:
-        out["reported"] = _reported
-        Path(file).write_text(json.dumps(out, default=str))
-    return out
+    report = result.report()
+    report = dataclasses.replace(report, sql=(f"-- staged {table.num_rows} rows from Python", *report.sql), reported=dict(_reported))
+    if ctx is not None:
+        Path(ctx.result_file).write_text(report.to_json())
+    return json.loads(report.to_json())

@@ -14,6 +14,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from lineage_defs.errors import did_you_mean
+
 KINDS = ("ducklake", "duckdb", "datatable", "s3", "dbt")
 DEFAULT_AUTHORITY = {"ducklake": "main", "duckdb": "warehouse"}
 # S3 bucket names cannot hold '_', so this never collides with a real bucket.
@@ -76,8 +78,6 @@ def parse(text: str) -> Uri:
             raise UriError(f"'{text}' names a substrate, not a table", f"write {text}://{DEFAULT_AUTHORITY[text]}/<table>")
         raise UriError(f"'{text}' is not an asset URI", "write kind://path, e.g. ducklake://main/orders")
     if kind not in KINDS:
-        from lineage_defs.errors import did_you_mean
-
         guess = did_you_mean(kind, KINDS)
         fix = f"did you mean '{guess}://{rest}'?" if guess else f"use one of {', '.join(k + '://' for k in KINDS)}"
         raise UriError(f"unknown URI kind '{kind}'", fix)

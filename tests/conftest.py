@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs.settings import LineageSettings
+from lineage_defs.run.substrates import Session
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 S3_KEY_ID = "lineage-test-key"
@@ -79,7 +80,7 @@ class S3Server:
     bucket: str
 
     def settings(self) -> dict[str, Any]:
-        """RunSettings keywords pointing object storage at this server."""
+        """LineageSettings keywords pointing object storage at this server."""
         return {
             "s3_endpoint_url": self.endpoint_url,
             "s3_bucket": self.bucket,
@@ -170,7 +171,7 @@ def make_session(state_dir: Path) -> Iterator[Callable[..., Session]]:
     sessions: list[Session] = []
 
     def make(**settings: Any) -> Session:
-        s = Session(RunSettings(state_dir=str(state_dir), **settings))
+        s = Session(LineageSettings(state_dir=str(state_dir), **settings))
         sessions.append(s)
         return s
 
@@ -278,7 +279,7 @@ def write_target(
             key = tuple(sorted(settings.items()))
             if key not in shared_sessions:
                 state = tmp_path_factory.mktemp("shared-state")
-                shared_sessions[key] = Session(RunSettings(state_dir=str(state), **settings))
+                shared_sessions[key] = Session(LineageSettings(state_dir=str(state), **settings))
             session = shared_sessions[key]
         unique = f"{name}_{uuid.uuid4().hex[:8]}"  # PostgreSQL and the S3 bucket outlive a test
         uri = {

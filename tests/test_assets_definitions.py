@@ -9,7 +9,7 @@ from dagster import AssetKey, Definitions
 
 from lineage_defs import LineageSettings, LineageTranslator, build_definitions
 from lineage_defs.errors import ProjectErrors
-from lineage_defs.plan.spec import StepSpec
+from lineage_defs.plan.spec import AnyStep
 
 
 def key(name: str) -> AssetKey:
@@ -120,7 +120,7 @@ def test_relationships_adds_the_edge_to_the_producer(tmp_path: Path, settings: L
 
 
 class TeamGroups(LineageTranslator):
-    def group_name(self, step: StepSpec) -> str:
+    def group_name(self, step: AnyStep) -> str:
         return f"team_{step.pipeline}"
 
     def external_group_name(self, uri: str) -> str | None:

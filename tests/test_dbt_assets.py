@@ -19,7 +19,7 @@ import pytest
 from dagster import AssetKey, DagsterEventType, DagsterInstance, Definitions, EventRecordsFilter
 
 from lineage_defs import LineageResource, LineageSettings, build_definitions
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs.run.substrates import Session
 from dbt_projects import SHOP_FILES, stand_in_engine, write_files
 
 STG = AssetKey(["dbt", "warehouse", "main", "stg_orders"])
@@ -48,8 +48,7 @@ def _run(defs: Definitions, instance: DagsterInstance, keys: list[AssetKey], **k
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     root = tmp_path_factory.mktemp("dbt")
     pipelines, state = write_files(root / "pipelines", SHOP_FILES), root / "state"
-    resource = LineageResource(pipelines_dir=str(pipelines), state_dir=str(state))
-    defs = build_definitions(pipelines, settings=LineageSettings(state_dir=str(state)), resource=resource)
+    defs = build_definitions(pipelines, settings=LineageSettings(state_dir=str(state)))
     instance = DagsterInstance.ephemeral()
     results = {"main": _run(defs, instance, [ORDERS, STG, DAILY, REPORT])}
     # a subset of the project's models: the source tests on the selected script asset still run
@@ -58,7 +57,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     results["range"] = _run(defs, instance, [MICRO], tags={"dagster/asset_partition_range_start": "2025-01-02", "dagster/asset_partition_range_end": "2025-01-04"})
     # the analysis engine rejects the strict compile: the build still succeeds
     engine = stand_in_engine(root / "rejecting-engine", "print('strict analysis rejected: unsupported construct'); sys.exit(2)\n")
-    rejecting = Definitions(assets=list(defs.assets or []), resources={"lineage": LineageResource(pipelines_dir=str(pipelines), state_dir=str(state), dbt_analysis_executable=str(engine))})
+    rejecting = Definitions(assets=list(defs.assets or []), resources={"lineage": LineageResource.for_settings(LineageSettings(pipelines_dir=str(pipelines), state_dir=str(state), dbt_analysis_executable=str(engine)))})
     results["rejected"] = _run(rejecting, instance, [STG])
     return Built(pipelines, state, defs, instance, results)
 
@@ -122,7 +121,7 @@ def test_default_profile_builds_into_the_state_dir(built: Built) -> None:
     assert not (built.pipelines / "shop" / "dbt" / "profiles.yml").exists()  # nothing written into the user's project
     profiles = list((built.state / "dbt" / "profiles").glob("*/profiles.yml"))
     assert len(profiles) == 1 and "ducklake:" in profiles[0].read_text()
-    with Session(RunSettings(state_dir=str(built.state))) as s:  # the mart is a view over the lake
+    with Session(LineageSettings(state_dir=str(built.state))) as s:  # the mart is a view over the lake
         daily = s.conn.execute("SELECT order_date, revenue, order_count FROM warehouse.main.store_daily ORDER BY 1").fetchall()
     # 15 orders, 3 a day from 2025-01-01; lineage.yml's min_amount=5 drops amounts 0 and 2.5
     expected: dict[Any, list[float]] = {}
@@ -157,7 +156,7 @@ def test_microbatch_range_builds_exactly_its_window(built: Built) -> None:
     graph = built.defs.resolve_asset_graph()
     pdef = graph.get(MICRO).partitions_def
     assert pdef is not None and pdef.get_first_partition_key() == "2025-01-01"
-    with Session(RunSettings(state_dir=str(built.state))) as s:
+    with Session(LineageSettings(state_dir=str(built.state))) as s:
         days = s.conn.execute("SELECT CAST(order_ts AS DATE)::VARCHAR, count(*) FROM warehouse.main.orders_daily GROUP BY 1 ORDER BY 1").fetchall()
     assert days == [("2025-01-02", 3), ("2025-01-03", 3), ("2025-01-04", 3)]
     records = built.instance.get_event_records(EventRecordsFilter(DagsterEventType.ASSET_MATERIALIZATION, asset_key=MICRO))

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lineage_defs.definitions import settings_from_env
+from lineage_defs.assets.resources import LineageResource
+from lineage_defs.settings import LineageSettings
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
 
@@ -24,8 +25,9 @@ def test_secrets_reach_the_resource_as_env_vars(tmp_path: Path) -> None:
         "AWS_SECRET_ACCESS_KEY": "hunter2-secret",
         "LINEAGE_S3_BUCKET": "my-bucket",
     }
-    pipelines, settings, resource = settings_from_env(env)
-    assert pipelines == str(EXAMPLE) and settings.state_dir == str(tmp_path)
+    settings = LineageSettings.from_env(env)
+    resource = LineageResource.for_settings(settings)
+    assert settings.pipelines_dir == str(EXAMPLE) and settings.state_dir == str(tmp_path)
     shown = resource.get_resource_definition().config_schema.default_value_as_json_str  # what the UI lists
     assert "hunter2" not in shown
     values = json.loads(shown)

@@ -22,7 +22,8 @@ import pytest
 from lineage_defs import uris
 from lineage_defs.plan.project import load_project
 from lineage_defs.plan.spec import Project
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs.settings import LineageSettings
+from lineage_defs.run.substrates import Session
 
 from webserver import DagsterDev, launch_supervised, live_group_members, stop_group
 
@@ -69,8 +70,8 @@ def project() -> Project:
 
 
 @pytest.fixture(scope="module")
-def settings(state_root: Path) -> RunSettings:
-    return RunSettings(state_dir=str(state_root / "state"), pipelines_dir=str(PIPELINES))
+def settings(state_root: Path) -> LineageSettings:
+    return LineageSettings(state_dir=str(state_root / "state"), pipelines_dir=str(PIPELINES))
 
 
 # -- GraphQL helpers -------------------------------------------------------------------
@@ -256,7 +257,7 @@ def test_asset_graph_matches_the_project(dev: DagsterDev, project: Project) -> N
         assert checks["__typename"] == "AssetChecks", (where, checks)
         if key == uris.key_path(step.uri):  # data tests are checks of the primary output
             got = {c["name"]: c["blocking"] for c in checks["checks"]}
-            tests = step.dbt.tests if step.dbt is not None else step.tests  # a dbt model's checks are its dbt tests
+            tests = step.tests  # a dbt model's checks are its dbt tests
             assert got == {t.name: t.severity == "error" for t in tests}, where
 
     # the example's data tests are all there, e.g. every one of orders.sql
@@ -310,7 +311,7 @@ query($key: AssetKeyInput!) {
 
 
 @pytest.mark.slow
-def test_materialize_products(dev: DagsterDev, settings: RunSettings) -> None:
+def test_materialize_products(dev: DagsterDev, settings: LineageSettings) -> None:
     params = {
         "selector": {
             "jobName": ASSET_JOB,
@@ -406,7 +407,7 @@ def _days(start: str, end: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_backfill_daily_chain(dev: DagsterDev, settings: RunSettings) -> None:
+def test_backfill_daily_chain(dev: DagsterDev, settings: LineageSettings) -> None:
     params = {
         "assetSelection": [key_input(RAW_ORDERS), key_input(CUSTOMERS), key_input(ORDERS)],
         "partitionNames": BACKFILL_DAYS,

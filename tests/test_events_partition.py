@@ -6,7 +6,7 @@ import pytest
 from dagster import DailyPartitionsDefinition, DynamicPartitionsDefinition, MonthlyPartitionsDefinition
 
 from lineage_defs.events.partition import PartitionValueError, check_safe, json_path, raw_value
-from lineage_defs.sensors.keys import default_source, partition_key
+from lineage_defs.triggers.keys import default_source, partition_key
 from lineage_defs.parse.model import Partitioning
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from dagster import AssetKey, DagsterInstance
 
-from lineage_defs import LineageResource, LineageSettings, build_definitions
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs import LineageSettings, build_definitions
+from lineage_defs.run.substrates import Session
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
 DAY = "2025-01-02"
@@ -20,8 +20,7 @@ def _key(path: str) -> AssetKey:
 
 def test_example_dbt_project_between_scripts(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    resource = LineageResource(pipelines_dir=str(EXAMPLE), state_dir=str(state))
-    defs = build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(state)), resource=resource)
+    defs = build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(state)))
     instance = DagsterInstance.ephemeral()
 
     day = [AssetKey(["s3", "_default", "raw", "orders", "orders.__partition__.csv"]), _key("ducklake/main/customers"), _key("ducklake/main/orders")]
@@ -39,7 +38,7 @@ def test_example_dbt_project_between_scripts(tmp_path: Path) -> None:
     checks = {(e.event_specific_data.check_name, e.event_specific_data.passed) for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
     assert {("unique_stg_orders_order_id", True), ("not_null_store_daily_order_date", True), ("not_null_category", True)} <= checks
 
-    with Session(RunSettings(state_dir=str(state))) as s:
+    with Session(LineageSettings(state_dir=str(state))) as s:
         by_category = s.conn.execute("SELECT category, revenue_eur FROM lake.main.category_trend ORDER BY 1").fetchall()
         expected = s.conn.execute(
             "SELECT p.category, round(sum(o.amount_eur), 2) FROM lake.main.orders o JOIN lake.main.products p USING (product_id) "

@@ -99,7 +99,7 @@ def test_load_project_collects_and_never_raises(cases: list[tuple[str, str]], tm
         folder = root / ("shop" if i % 2 else "grammar")
         folder.mkdir(exist_ok=True)
         (folder / f"m{i}_{name}").write_text(text, encoding="utf-8", errors="surrogatepass")
-    project = load_project(root, cache_dir=None)
+    project = load_project(root)
     for e in (*project.errors, *project.warnings):
         assert isinstance(e, LineageDefsError)
         e.render()

@@ -49,7 +49,9 @@ def header_to_json(header: Header) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(Header):
         v = getattr(header, f.name)
-        if f.name in ("path", "language") or v != getattr(default, f.name):
+        if f.name == "events" and v:  # each trigger kind is a type: tag it
+            out[f.name] = [{type(e).__name__.lower(): _plain(e)} for e in v]
+        elif f.name in ("path", "language") or v != getattr(default, f.name):
             out[f.name] = _plain(v)
     return out
 

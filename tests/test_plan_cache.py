@@ -16,6 +16,7 @@ import pytest
 from lineage_defs.plan import files as project_mod
 from lineage_defs.plan.cache import CACHE_VERSION
 from lineage_defs.plan.project import load_project
+from lineage_defs.settings import LineageSettings
 from lineage_defs.plan.spec import Project
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
@@ -56,34 +57,34 @@ def assert_same(a: Project, b: Project) -> None:
 
 def test_warm_load_equals_cold_load(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]]) -> None:
     cache = tmp_path / "cache"
-    cold = load_project(pipelines, cache_dir=cache)
+    cold = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert len(cold.steps) == 14 and not cold.errors
     assert (cache / f"{CACHE_VERSION}.json").is_file()
     n_parsed = sum(calls["parse"].values())
     assert n_parsed == 16  # every script, the macro library and the custom test included
 
-    warm = load_project(pipelines, cache_dir=cache)
+    warm = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert sum(calls["parse"].values()) == n_parsed, "a warm load parsed again"
     assert_same(cold, warm)
-    assert_same(cold, load_project(pipelines, cache_dir=None))
+    assert_same(cold, load_project(pipelines))
 
 
 def test_changing_one_file_reparses_only_that_file(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]]) -> None:
     cache = tmp_path / "cache"
-    load_project(pipelines, cache_dir=cache)
+    load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     changed = pipelines / "shop" / "products.sql"
     changed.write_text(changed.read_text().replace("ORDER BY product_id", "ORDER BY product_id DESC"))
     for c in calls.values():
         c.clear()
 
-    after = load_project(pipelines, cache_dir=cache)
+    after = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert calls["parse"] == Counter({"shop/products.sql": 1})
     assert calls["analyze"] == Counter({"shop/products.sql": 1})
-    assert_same(after, load_project(pipelines, cache_dir=None))  # nothing stale from the cache
+    assert_same(after, load_project(pipelines))  # nothing stale from the cache
 
     for c in calls.values():
         c.clear()
-    load_project(pipelines, cache_dir=cache)
+    load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert not calls["parse"] and not calls["analyze"]
 
 
@@ -103,14 +104,14 @@ def test_corrupt_cache_is_treated_as_empty(pipelines: Path, tmp_path: Path, call
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / f"{CACHE_VERSION}.json").write_bytes(content)
-    project = load_project(pipelines, cache_dir=cache)
-    assert_same(project, load_project(pipelines, cache_dir=None))
+    project = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
+    assert_same(project, load_project(pipelines))
     assert sum(calls["parse"].values()) == 2 * 16  # everything parsed, twice: the corrupt cache held nothing
 
     # and it was replaced by a good one
     for c in calls.values():
         c.clear()
-    assert_same(load_project(pipelines, cache_dir=cache), project)
+    assert_same(load_project(pipelines, LineageSettings(state_dir=str(cache.parent))), project)
     assert not calls["parse"]
 
 
@@ -118,7 +119,8 @@ _LOAD = """
 import json, sys
 from pathlib import Path
 from lineage_defs.plan.project import load_project
-p = load_project(Path(sys.argv[1]), cache_dir=Path(sys.argv[2]))
+from lineage_defs.settings import LineageSettings
+p = load_project(Path(sys.argv[1]), LineageSettings(state_dir=str(Path(sys.argv[2]).parent)))
 print(json.dumps({
     "steps": len(p.steps),
     "sqlglot": any(m == "sqlglot" or m.startswith("sqlglot.") for m in sys.modules),
@@ -160,11 +162,12 @@ def test_nothing_in_the_state_dir_is_unpickled(pipelines: Path, tmp_path: Path) 
     payload = pickle.dumps(_Payload(marker))
     for name in (f"{CACHE_VERSION}.json", "plan-v2.pickle", "schemas-index.json", "schemas-index.pickle"):
         (cache / name).write_bytes(payload)
-    record_schema(state, "ducklake://main/orders", [("order_id", "BIGINT")])
+    settings = LineageSettings(state_dir=str(state))
+    record_schema(settings, "ducklake://main/orders", [("order_id", "BIGINT")])
     (state / "schemas" / "planted.json").write_bytes(payload)
 
-    project = load_project(pipelines, cache_dir=cache)
-    assert captured_schemas(state) == {"ducklake://main/orders": ["order_id"]}
+    project = load_project(pipelines, settings)
+    assert captured_schemas(settings) == {"ducklake://main/orders": ["order_id"]}
     assert len(project.steps) == 14
     assert not marker.exists()
     data = json.loads((cache / f"{CACHE_VERSION}.json").read_text())
@@ -175,7 +178,7 @@ def test_nothing_in_the_state_dir_is_unpickled(pipelines: Path, tmp_path: Path) 
 
 def test_an_entry_of_the_wrong_shape_is_a_miss(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]]) -> None:
     cache = tmp_path / "cache"
-    good = load_project(pipelines, cache_dir=cache)
+    good = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     path = cache / f"{CACHE_VERSION}.json"
     data = json.loads(path.read_text())
     key = next(iter(data["entries"]))
@@ -184,5 +187,5 @@ def test_an_entry_of_the_wrong_shape_is_a_miss(pipelines: Path, tmp_path: Path, 
     path.write_text(json.dumps(data))
     for c in calls.values():
         c.clear()
-    assert_same(load_project(pipelines, cache_dir=cache), good)
+    assert_same(load_project(pipelines, LineageSettings(state_dir=str(cache.parent))), good)
     assert sum(calls["parse"].values()) == 1  # only the damaged entry was parsed again

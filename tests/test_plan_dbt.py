@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from dbt_projects import write_files
-from lineage_defs.plan import dbt_manifest
-from lineage_defs.plan.dbt_config import parse_lineage_yml
+from lineage_defs.dbt import manifest as dbt_manifest
+from lineage_defs.dbt.config import parse_lineage_yml
 from lineage_defs.plan.project import load_project
+from lineage_defs.settings import LineageSettings
 
 SMALL = {
     "p/raw.sql": "-- pipeline\n-- materialize ducklake://main/raw\nSELECT 1 AS id, 2.5 AS amount\n",
@@ -26,7 +27,7 @@ SMALL = {
 
 def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
     root, cache = write_files(tmp_path / "pipelines", SMALL), tmp_path / "state" / "cache"
-    cold = load_project(root, cache_dir=cache)
+    cold = load_project(root, LineageSettings(state_dir=str(cache.parent)))
     assert not cold.errors, [e.render() for e in cold.errors]
     steps = {s.uri: s for s in cold.steps}
     # `*` over an upstream model expands through the load-time lineage of that model
@@ -36,8 +37,8 @@ def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
 
     # a fresh process, as every Dagster run process is: no dbt, no sqlglot, no Jinja
     code = (
-        "import json, sys\nfrom pathlib import Path\nfrom lineage_defs.plan.project import load_project\n"
-        f"p = load_project(Path({str(root)!r}), cache_dir=Path({str(cache)!r}))\n"
+        "import json, sys\nfrom pathlib import Path\nfrom lineage_defs.plan.project import load_project\nfrom lineage_defs.settings import LineageSettings\n"
+        f"p = load_project(Path({str(root)!r}), LineageSettings(state_dir={str(cache.parent)!r}))\n"
         "print(json.dumps({'steps': len(p.steps), 'errors': len(p.errors), "
         "'imported': sorted(m for m in ('dbt', 'sqlglot', 'jinja2', 'dagster', 'dagster_dbt') if m in sys.modules)}))\n"
     )
@@ -46,7 +47,7 @@ def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
     assert json.loads(out.stdout) == {"steps": 3, "errors": 0, "imported": []}
 
     (root / "p" / "dbt" / "models" / "stg.sql").write_text("select id, amount as doubled from {{ source('lake', 'raw') }}\n")
-    changed = load_project(root, cache_dir=cache)
+    changed = load_project(root, LineageSettings(state_dir=str(cache.parent)))
     assert len(list((cache / "dbt").iterdir())) == 2  # a changed model is a new manifest
     edges = {(e.source, e.target, e.kind) for e in changed.steps[0].column_edges + changed.steps[1].column_edges}
     assert ("ducklake://main/raw.amount", "dbt://warehouse/main/stg.doubled", "copy") in edges
@@ -63,7 +64,7 @@ def test_producers_and_cycles_cross_the_boundary(tmp_path: Path) -> None:
         "p/dbt/models/more_sources.yml": "version: 2\nsources:\n  - name: lake2\n    database: lake\n    schema: main\n    tables:\n      - name: raw2\n",
     }
     files["p/dbt/models/loop.sql"] = "select id from {{ source('lake2', 'raw2') }}\n"
-    project = load_project(write_files(tmp_path / "pipelines", files), cache_dir=tmp_path / "cache")
+    project = load_project(write_files(tmp_path / "pipelines", files), LineageSettings(state_dir=str(tmp_path)))
     rendered = [e.render() for e in project.errors]
     assert any(r.startswith("p/clash.sql:2:16: duckdb://warehouse/stg is the relation the dbt model p/dbt/models/stg.sql builds") for r in rendered), rendered
     cycle = [r for r in rendered if "dependency cycle" in r]
@@ -72,7 +73,7 @@ def test_producers_and_cycles_cross_the_boundary(tmp_path: Path) -> None:
 
 def test_dbt_parse_error_is_located(tmp_path: Path) -> None:
     files = {**SMALL, "p/dbt/models/broken.sql": "select {{ ref( }}\n"}
-    project = load_project(write_files(tmp_path / "pipelines", files), cache_dir=tmp_path / "cache")
+    project = load_project(write_files(tmp_path / "pipelines", files), LineageSettings(state_dir=str(tmp_path)))
     errors = [e for e in project.errors if e.path == "p/dbt/dbt_project.yml"]
     assert len(errors) == 1 and "broken.sql" in errors[0].message, [e.render() for e in project.errors]
     assert errors[0].fix and "dbt parse" in errors[0].fix
@@ -80,7 +81,7 @@ def test_dbt_parse_error_is_located(tmp_path: Path) -> None:
 
 
 def test_default_profile_names_no_secret(tmp_path: Path) -> None:
-    text = dbt_manifest.default_profile("p", dbt_manifest.DbtEnv(str(tmp_path)))
+    text = dbt_manifest.default_profile("p", LineageSettings(state_dir=str(tmp_path)))
     out = json.loads(text)["p"]["outputs"]["lineage"]
     assert out["path"] == str(tmp_path.resolve() / "warehouse.duckdb") and out["database"] == "warehouse"
     attach = out["attach"][0]
@@ -111,7 +112,7 @@ def test_project_with_its_own_profile(tmp_path: Path) -> None:
         "p/proj/models/top.sql": "select id, upper(name) as name from {{ ref('base') }}\n",
     }
     root = write_files(tmp_path / "pipelines", files)
-    project = load_project(root, cache_dir=tmp_path / "state" / "cache")
+    project = load_project(root, LineageSettings(state_dir=str(tmp_path / "state")))
     assert not project.errors, [e.render() for e in project.errors]
     assert not (tmp_path / "state" / "dbt" / "profiles").exists()  # the project's own profile is used as it is
     steps = {s.uri: s for s in project.steps}

@@ -21,12 +21,12 @@ import pytest
 from dagster import PartitionKeyRange
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from lineage_defs import LineageResource, LineageSettings, build_definitions
+from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.assets.partitions import partitions_def
 from lineage_defs.plan.project import load_project
 from lineage_defs.run.context import PartitionWindow
-from lineage_defs.run.sql_step import run_windows
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs.run.ranges import run_windows
+from lineage_defs.run.substrates import Session
 
 RAW = """CREATE OR REPLACE TABLE {table} AS
 SELECT i AS id, CASE WHEN i = {null_at} THEN NULL ELSE 'v' || i END AS v,
@@ -56,7 +56,7 @@ def windows_for(step: Any, first: str, last: str) -> list[PartitionWindow | None
     return out
 
 
-def query(settings: RunSettings, sql: str) -> list[tuple[Any, ...]]:
+def query(settings: LineageSettings, sql: str) -> list[tuple[Any, ...]]:
     with Session(settings) as s:
         return s.conn.execute(sql).fetchall()
 
@@ -73,13 +73,13 @@ BODY = "SELECT id, v, ts FROM lake.main.raw WHERE ts >= $partition_start::TIMEST
 @pytest.mark.slow
 def test_range_runs_set_based_and_reports_each_partition(tmp_path: Path) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
-    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
     query(settings, RAW.format(table="lake.main.raw", null_at=7))  # 2025-01-03 has a NULL v
     header = "-- pipeline\n-- data_test not_null v severity=warn\n-- data_test unique id\n-- data_test row_count min=3\n-- data_test checks/no_four.sql severity=warn\n"
     write(root, "x/checks/no_four.sql", "SELECT * FROM _slice WHERE id = 4 AND $partition = '2025-01-02'")  # custom tests see their partition
     write(root, "x/batched.sql", header + "-- partitioned daily start=2025-01-01 time_column=ts batch=2\n-- materialize ducklake://main/batched\n" + BODY)
     write(root, "x/one_by_one.sql", header + "-- partitioned daily start=2025-01-01\n-- materialize ducklake://main/one_by_one\n" + BODY)
-    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)), resource=LineageResource(pipelines_dir=str(root), state_dir=str(state)))
+    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)))
     with dg.instance_for_test() as instance:
         r = dg.materialize(defs.assets, instance=instance, resources=defs.resources, tags=RANGE, raise_on_error=False)
         assert r.success
@@ -108,10 +108,10 @@ def test_range_runs_set_based_and_reports_each_partition(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_a_failing_batch_rolls_back_whole_and_the_others_commit(tmp_path: Path) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
-    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
     query(settings, RAW.format(table="lake.main.raw", null_at=7))
     write(root, "x/b.sql", "-- pipeline\n-- data_test not_null v\n-- partitioned daily start=2025-01-01 time_column=ts batch=2\n-- materialize ducklake://main/b\n" + BODY)
-    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)), resource=LineageResource(pipelines_dir=str(root), state_dir=str(state)))
+    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)))
     with dg.instance_for_test() as instance:
         r = dg.materialize(defs.assets, instance=instance, resources=defs.resources, tags=RANGE, raise_on_error=False)
         assert not r.success
@@ -127,7 +127,7 @@ def test_a_failing_batch_rolls_back_whole_and_the_others_commit(tmp_path: Path) 
 # -- the run layer -------------------------------------------------------------------------------
 def test_rows_outside_the_batch_window_are_refused(tmp_path: Path) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
-    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
     query(settings, RAW.format(table="lake.main.raw", null_at=-1))
     write(root, "x/all.sql", """
         -- pipeline
@@ -148,7 +148,7 @@ def test_rows_outside_the_batch_window_are_refused(tmp_path: Path) -> None:
 
 def test_time_column_must_be_a_time(tmp_path: Path) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
-    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
     write(root, "x/t.sql", """
         -- pipeline
         -- partitioned daily start=2025-01-01 time_column=day
@@ -182,7 +182,7 @@ KINDS = [
 @pytest.mark.parametrize(("options", "typ", "span"), KINDS, ids=[k[0].split()[0] + "-" + k[1] for k in KINDS])
 def test_partition_keys_are_daggers_own(tmp_path: Path, options: str, typ: str, span: tuple[str, str]) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
-    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
     write(root, "x/k.sql", f"""
         -- pipeline
         -- partitioned {options} time_column=t batch=3
@@ -215,7 +215,7 @@ def test_substrates_and_idempotent_reruns(tmp_path: Path, pg_dsn: str, s3_server
     import pyarrow.parquet as pq
 
     root, state = tmp_path / "p", tmp_path / "s"
-    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root), postgres_dsn=pg_dsn, **s3_server.settings())
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root), postgres_dsn=pg_dsn, **s3_server.settings())
     query(settings, RAW.format(table="warehouse.main.raw", null_at=-1))
     with psycopg.connect(pg_dsn, autocommit=True) as c:
         c.execute("DROP TABLE IF EXISTS pg_raw")

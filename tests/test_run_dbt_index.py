@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lineage_defs.run.dbt_index import COLUMNS_FILE, LINEAGE_FILE, IndexUnavailable, find_index, read_index
+from lineage_defs.dbt.index import COLUMNS_FILE, LINEAGE_FILE, IndexUnavailable, find_index, read_index
 
 M1, M2, SRC = "model.p.m1", "model.p.m2", "source.p.lake.t"
 
@@ -140,7 +140,7 @@ def test_multi_million_row_index_stays_under_a_memory_bound(tmp_path: Path) -> N
         import pathlib, resource, sys
         sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
         import pyarrow, pyarrow.compute, pyarrow.parquet
-        from lineage_defs.run.dbt_index import find_index, read_index
+        from lineage_defs.dbt.index import find_index, read_index
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         idx = read_index(find_index(pathlib.Path({str(tmp_path)!r})), [f"model.big.m{{i}}" for i in range(0, 20_000, 1_000)], max_edges=1_000)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

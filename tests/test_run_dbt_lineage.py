@@ -18,7 +18,7 @@ import pytest
 
 from dbt_projects import stand_in_engine
 from lineage_defs.plan.spec import ColumnEdge
-from lineage_defs.run.dbt_lineage import BuiltModel, Engine, PassResult, detect_engine, lineage_pass
+from lineage_defs.dbt.lineage_pass import BuiltModel, Engine, LineagePass, PassResult, detect_engine
 
 STG, DAILY = "dbt://warehouse/main/stg", "dbt://warehouse/main/daily"
 NODE_URIS = {"model.p.stg": STG, "model.p.daily": DAILY, "source.p.lake.orders": "ducklake://main/orders"}
@@ -56,10 +56,11 @@ def _pass(target: Path, engine: Engine, tmp_path: Path, budget: float = 60.0, **
         assert engine.executable
         return subprocess.run([engine.executable, "compile", "--static-analysis", "strict", "--target-path", str(own)], capture_output=True, text=True, timeout=timeout)
 
-    return lineage_pass(
-        MODELS, engine=engine, build_target=target, project_name="p", node_uris=NODE_URIS, aliases=ALIASES,
-        budget_seconds=budget, static_compile=static_compile, cache_file=tmp_path / "cache.json", **kw,  # type: ignore[arg-type]
+    lineage = LineagePass(
+        engine=engine, build_target=target, project_name="p", node_uris=NODE_URIS, aliases=ALIASES,
+        static_compile=static_compile, cache_file=tmp_path / "cache.json", **kw,  # type: ignore[arg-type]
     )  # fmt: skip
+    return lineage.run(MODELS, budget)
 
 
 def test_dbt_core_uses_the_compiled_sql(build_target: Path, tmp_path: Path) -> None:
@@ -141,5 +142,4 @@ def test_cancellation_goes_through(build_target: Path, tmp_path: Path) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        lineage_pass(MODELS, engine=Engine("static", "2.0", "engine"), build_target=build_target, project_name="p",
-                     node_uris=NODE_URIS, aliases=ALIASES, budget_seconds=60, static_compile=interrupted)  # fmt: skip
+        LineagePass(Engine("static", "2.0", "engine"), build_target, "p", NODE_URIS, ALIASES, static_compile=interrupted).run(MODELS, 60)

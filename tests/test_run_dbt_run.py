@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from lineage_defs.plan.dbt_config import DbtConfig
-from lineage_defs.run.dbt_run import dbt_commands, pass_budget
+from lineage_defs.dbt.config import DbtConfig
+from lineage_defs.dbt.commands import dbt_commands, pass_budget
 
 UTC = dt.timezone.utc
 SEL = ["--select", "fqn:p.m"]

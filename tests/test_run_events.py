@@ -10,8 +10,8 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from lineage_defs import LineageResource, LineageSettings, build_definitions
-from lineage_defs.events.store import EventStore, NewEvent, store_path
+from lineage_defs import LineageSettings, build_definitions
+from lineage_defs.events.store import EventStore, NewEvent
 from lineage_defs.plan.project import load_project
 from lineage_defs.run.events import BATCH_TAG, streams_of
 
@@ -41,15 +41,14 @@ def test_postgres_step_reads_its_batch_as_events(tmp_path: Path, pg_dsn: str) ->
     assert step.deps == ()  # `_events` is the batch, not an upstream table
     (stream,) = streams_of(step)
 
-    with EventStore(store_path(state)) as store:
+    with EventStore(LineageSettings(state_dir=str(state)).events_store) as store:
         store.add(stream, [
             NewEvent("1", b'{"id": "p1"}', key=b"k1", headers=[("x-src", "shop")], timestamp=1_735_732_800_000, topic="hooks--payments", offset=0),
             NewEvent("2", ('{"id": "%s"}' % HOSTILE.replace('"', '\\"')).encode(), key=b"k\x00two", headers=[("x-src", "o'brien")], topic="hooks--payments", offset=1),
         ])
         (batch,) = store.cut_batches(stream, max_batch=10)
 
-    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)),
-                             resource=LineageResource(pipelines_dir=str(root), state_dir=str(state), postgres_dsn=pg_dsn))
+    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state), postgres_dsn=pg_dsn))
     key = dg.AssetKey(["datatable", "crm", f"payments_{tag}"])
 
     def materialize(instance: dg.DagsterInstance, **tags: str) -> Any:

@@ -10,11 +10,11 @@ import dagster as dg
 import pytest
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from lineage_defs import LineageResource, LineageSettings, build_definitions
+from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.plan.project import load_project
 from lineage_defs.run.context import PartitionWindow
-from lineage_defs.run.sql_step import run_windows
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs.run.ranges import run_windows
+from lineage_defs.run.substrates import Session
 
 
 def write(root: Path, rel: str, text: str) -> None:
@@ -50,7 +50,7 @@ def test_missing_upstream_object_names_the_partition_to_build(tmp_path: Path) ->
     write(root, "shop/orders.sql", ORDERS)
     (state / "objects" / "raw" / "orders").mkdir(parents=True)
     (state / "objects" / "raw" / "orders" / "2025-01-01.csv").write_text("id\n1\n2\n")
-    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)), resource=LineageResource(pipelines_dir=str(root), state_dir=str(state)))
+    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)))
     orders = dg.AssetKey(["ducklake", "main", "orders"])
     with dg.instance_for_test() as instance:
         for last, materialized in (("2025-01-02", "the others are materialized"), ("2025-01-01", None)):
@@ -81,7 +81,7 @@ def test_missing_upstream_table_and_empty_upstream_partition(tmp_path: Path) -> 
         -- materialize ducklake://main/b
         SELECT day, n FROM lake.main.a WHERE _partition = $partition
     """)
-    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
     s = steps(root)
     day1, day2 = PartitionWindow("2025-01-01"), PartitionWindow("2025-01-02")
     (r,) = run_windows(settings, s["x/b.sql"], [day1])
@@ -114,7 +114,7 @@ def test_a_data_test_on_a_table_not_built_yet_names_it(tmp_path: Path) -> None:
         -- data_test relationships customer_id -> ducklake://main/customers.customer_id
         SELECT 1 AS id, 1 AS customer_id
     """)
-    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root))
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
     s = steps(root)
     (r,) = run_windows(settings, s["x/orders.sql"], [PartitionWindow("2025-01-01")])
     message = str(r.error)

@@ -12,8 +12,8 @@ import dagster as dg
 import pytest
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from lineage_defs import LineageResource, LineageSettings, build_definitions
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs import LineageSettings, build_definitions
+from lineage_defs.run.substrates import Session
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +27,7 @@ def write(root: Path, rel: str, text: str) -> None:
 def defs_for(root: Path, state: Path, **resource: Any) -> dg.Definitions:
     return build_definitions(
         root,
-        settings=LineageSettings(state_dir=str(state)),
-        resource=LineageResource(pipelines_dir=str(root), state_dir=str(state), **resource),
+        settings=LineageSettings(state_dir=str(state), **resource),
     )
 
 
@@ -38,7 +37,7 @@ def run(defs: dg.Definitions, instance: dg.DagsterInstance, keys: list[list[str]
 
 
 def query(state: Path, sql: str, **settings: Any) -> list[tuple[Any, ...]]:
-    with Session(RunSettings(state_dir=str(state), **settings)) as s:
+    with Session(LineageSettings(state_dir=str(state), **settings)) as s:
         return s.conn.execute(sql).fetchall()
 
 
@@ -343,6 +342,7 @@ def test_consumer_columns_checked_against_captured_schema(tmp_path: Path, instan
     from lineage_defs.plan.schemas import captured_schemas, column_warnings
 
     root, state = tmp_path / "p", tmp_path / "s"
+    settings = LineageSettings(state_dir=str(state))
     write(root, "x/up.sql", """
         -- pipeline
         -- materialize ducklake://main/up
@@ -356,9 +356,9 @@ def test_consumer_columns_checked_against_captured_schema(tmp_path: Path, instan
         FROM lake.main.up
     """)
     assert run(defs_for(root, state), instance, [["ducklake", "main", "up"]]).success
-    assert captured_schemas(state) == captured_schemas(state) == {"ducklake://main/up": ["id", "name"]}  # second read from the index
+    assert captured_schemas(settings) == captured_schemas(settings) == {"ducklake://main/up": ["id", "name"]}  # second read from the index
     assert (state / "cache" / "schemas-index.json").exists()
-    warnings = column_warnings(load_project(root), captured_schemas(state))
+    warnings = column_warnings(load_project(root), captured_schemas(settings))
     assert [w.headline() for w in warnings] == [
         "x/down.sql:4:8: warning: ducklake://main/up has no column 'nam' in its last materialization — did you mean 'name'?"
     ]
@@ -368,8 +368,8 @@ def test_consumer_columns_checked_against_captured_schema(tmp_path: Path, instan
         SELECT 1 AS id, 'a' AS nam
     """)
     assert run(defs_for(root, state), instance, [["ducklake", "main", "up"]]).success
-    assert captured_schemas(state) == {"ducklake://main/up": ["id", "nam"]}  # the index follows new captures
-    assert column_warnings(load_project(root), captured_schemas(state)) == []
+    assert captured_schemas(settings) == {"ducklake://main/up": ["id", "nam"]}  # the index follows new captures
+    assert column_warnings(load_project(root), captured_schemas(settings)) == []
 
 
 def test_steps_on_s3_objects(tmp_path: Path, instance: Any, s3_server: Any) -> None:
@@ -407,7 +407,7 @@ def test_steps_off_the_embedded_files_do_not_wait_for_their_lock(tmp_path: Path,
     import threading
 
     from lineage_defs.plan.project import load_project
-    from lineage_defs.run.sql_step import run_windows
+    from lineage_defs.run.ranges import run_windows
     from lineage_defs.run.substrates import StateLock
 
     root, state = tmp_path / "p", tmp_path / "s"
@@ -423,7 +423,7 @@ def test_steps_off_the_embedded_files_do_not_wait_for_their_lock(tmp_path: Path,
     """)
     project = load_project(root)
     steps = {s.path: s for s in project.steps}
-    settings = RunSettings(state_dir=str(state), pipelines_dir=str(root), postgres_dsn=pg_dsn)
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root), postgres_dsn=pg_dsn)
     results: dict[str, Any] = {}
 
     def run_step(path: str) -> None:

@@ -9,7 +9,8 @@ import duckdb
 import pytest
 
 from lineage_defs.errors import RunError
-from lineage_defs.run.substrates import RunSettings, Session, redact
+from lineage_defs.settings import LineageSettings
+from lineage_defs.run.substrates import Session, redact
 from tests.conftest import free_port
 
 
@@ -25,20 +26,20 @@ def test_a_failed_session_closes_its_connection(tmp_path: Path, monkeypatch: pyt
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "warehouse.duckdb").write_text("not a database")  # the warehouse cannot attach
     with pytest.raises(RunError):
-        Session(RunSettings(state_dir=str(tmp_path / "state")))
+        Session(LineageSettings(state_dir=str(tmp_path / "state")))
     (conn,) = made
     with pytest.raises(duckdb.ConnectionException):
         conn.execute("SELECT 1")  # closed
     # and the state lock was given back: another session can start
     (tmp_path / "state" / "warehouse.duckdb").unlink()
-    with Session(RunSettings(state_dir=str(tmp_path / "state"))) as s:
+    with Session(LineageSettings(state_dir=str(tmp_path / "state"))) as s:
         assert s.conn.execute("SELECT 1").fetchone() == (1,)
 
 
 def test_a_failing_attach_does_not_echo_the_dsn(tmp_path: Path) -> None:
     port = free_port()  # nothing listens there
     dsn = f"host=127.0.0.1 port={port} dbname=crm user=app password=s3cr3t-pw connect_timeout=2"
-    settings = RunSettings(state_dir=str(tmp_path), postgres_dsn=dsn, ducklake_catalog=f"postgres:{dsn}")
+    settings = LineageSettings(state_dir=str(tmp_path), postgres_dsn=dsn, ducklake_catalog=f"postgres:{dsn}")
     with Session(settings, attach_defaults=False) as s:
         for uri in ("datatable://crm", "ducklake://main"):
             with pytest.raises(RunError) as e:
@@ -49,7 +50,7 @@ def test_a_failing_attach_does_not_echo_the_dsn(tmp_path: Path) -> None:
 
 
 def test_redact_blanks_configured_secrets_and_passwords() -> None:
-    settings = RunSettings(state_dir=".", s3_secret_access_key="AKIAsecretkey", postgres_dsns={"crm": "host=h user=u"})
+    settings = LineageSettings(state_dir=".", s3_secret_access_key="AKIAsecretkey", postgres_dsns={"crm": "host=h user=u"})
     text = "key AKIAsecretkey; dsn host=h user=u; url postgresql://app:pw123@db/x; password = 'a b'"
     out = redact(text, settings)
     assert "AKIAsecretkey" not in out and "host=h user=u" not in out and "pw123" not in out and "'a b'" not in out

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from conftest import SUBSTRATES, WriteTarget
 from lineage_defs.errors import RunError
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs.settings import LineageSettings
+from lineage_defs.run.substrates import Session
 from lineage_defs.run.write import WriteRequest, write
 
 V1 = "SELECT * FROM (VALUES (1, 'a', 10), (2, 'b', 20)) AS v(id, name, amount)"
@@ -388,9 +389,10 @@ def test_scd2_valid_at_offsets_are_converted_to_utc(write_target: Any) -> None:
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from lineage_defs.run.substrates import RunSettings, Session
+    from lineage_defs.settings import LineageSettings
+    from lineage_defs.run.substrates import Session
     from lineage_defs.run.write import WriteRequest, write
-    settings = RunSettings(state_dir=sys.argv[1], postgres_dsn=sys.argv[3] or None)
+    settings = LineageSettings(state_dir=sys.argv[1], postgres_dsn=sys.argv[3] or None)
     s = Session(settings)
     if sys.argv[4] == "batch":  # a set-based batch replacing p1 and p2 together
         s.conn.execute("CREATE TEMP TABLE slice AS SELECT range AS id, 'new' AS name, CASE WHEN range % 2 = 0 THEN 'p1' ELSE 'p2' END AS _partition FROM range(500000)")
@@ -429,6 +431,6 @@ def test_sigkill_mid_write_leaves_previous_contents(write_target: Any, state_dir
             os.kill(child.pid, signal.SIGKILL)
             child.wait(10)
     assert child.returncode == -signal.SIGKILL
-    with Session(RunSettings(state_dir=str(state_dir), postgres_dsn=dsn or None)) as s:
+    with Session(LineageSettings(state_dir=str(state_dir), postgres_dsn=dsn or None)) as s:
         rows = s.conn.execute(f"SELECT name, _partition, count(*), sum(id) FROM {s.table_sql(t.uri)} GROUP BY ALL ORDER BY ALL").fetchall()
     assert rows == [("old", "p1", 1000, 499500), ("other", "p2", 10, 45)]

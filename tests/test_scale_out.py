@@ -108,9 +108,10 @@ def test_two_runs_write_the_lake_concurrently_on_postgres_and_s3(tmp_path: Path,
     # 1. No embedded file, no lock file: the runs never touched the state dir's DuckDB files.
     assert not (state / ".duckdb.lock").exists() and not (state / "lake").exists() and not (state / "warehouse.duckdb").exists()
     # 2. Nothing lost: every partition of both tables, read back through a fresh DuckLake attach.
-    from lineage_defs.run.substrates import RunSettings, Session
+    from lineage_defs.settings import LineageSettings
+    from lineage_defs.run.substrates import Session
 
-    settings = RunSettings(
+    settings = LineageSettings(
         state_dir=str(state), ducklake_catalog=f"postgres:{lake_dsn}", ducklake_data_path=env["LINEAGE_DUCKLAKE_DATA_PATH"], **s3
     )
     with Session(settings, skip=frozenset({"duckdb://warehouse"})) as s:

@@ -8,7 +8,8 @@ import pytest
 from dagster import AssetKey, DefaultScheduleStatus, DefaultSensorStatus, DagsterInstance, build_sensor_context
 
 from lineage_defs import LineageSettings, build_definitions
-from lineage_defs.errors import SpecError
+from lineage_defs.errors import ProjectErrors, SpecError
+from lineage_defs.plan.project import load_project
 
 STEPS = {
     "p/src.sql": "-- pipeline\n-- partitioned daily start=2025-01-01\n-- materialize duckdb://warehouse/src\nSELECT 1 AS x\n",
@@ -56,13 +57,16 @@ def test_a_kafka_sensor_without_brokers_skips_and_says_how_to_fix(tmp_path: Path
     assert "LINEAGE_KAFKA_BOOTSTRAP_EVENTS" in (result.skip_message or "")
 
 
-def test_two_steps_claiming_one_hook_is_an_error(tmp_path: Path) -> None:
+def test_two_steps_claiming_one_hook_is_a_check_error(tmp_path: Path) -> None:
     steps = {
         "p/a.sql": "-- pipeline\n-- on webhook name=h\n-- materialize duckdb://warehouse/a\nSELECT 1 AS x\n",
         "p/b.sql": "-- pipeline\n-- on webhook name=h\n-- materialize duckdb://warehouse/b\nSELECT 1 AS x\n",
     }
-    with pytest.raises(SpecError, match="webhook 'h' is declared twice"):
-        build_definitions(write(tmp_path / "pipes", steps), settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    root = write(tmp_path / "pipes", steps)
+    (error,) = [e for e in load_project(root).errors]  # what `lineage-defs check` reports, located
+    assert isinstance(error, SpecError) and error.headline() == "p/b.sql:2:4: webhook 'h' is declared twice (also by p/a.sql) — give one of them another name= (each hook feeds one step)"
+    with pytest.raises(ProjectErrors, match="webhook 'h' is declared twice"):  # and the code location refuses to load with it
+        build_definitions(root, settings=LineageSettings(state_dir=str(tmp_path / "state")))
 
 
 def test_the_example_defines_its_sensors_and_schedules(tmp_path: Path) -> None:

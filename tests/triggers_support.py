@@ -7,8 +7,9 @@ from unittest import mock
 from pathlib import Path
 from typing import Any
 
-from lineage_defs.events.store import EventStore, store_path
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs.events.store import EventStore
+from lineage_defs.settings import LineageSettings
+from lineage_defs.run.substrates import Session
 
 
 def write_steps(root: Path, steps: dict[str, str]) -> Path:
@@ -21,9 +22,9 @@ def write_steps(root: Path, steps: dict[str, str]) -> Path:
 
 def stored(state: Path, stream: str) -> int:
     """How many events the state dir's event store holds for ``stream`` (0 before it exists)."""
-    if not store_path(state).exists():
+    if not LineageSettings(state_dir=str(state)).events_store.exists():
         return 0
-    with EventStore(store_path(state)) as store:
+    with EventStore(LineageSettings(state_dir=str(state)).events_store) as store:
         return store.counts(stream)["events"]
 
 
@@ -31,7 +32,7 @@ def table_rows(state: Path, uri: str, columns: str = "*") -> list[tuple[Any, ...
     """The rows of a table target (takes the state dir's lock like a run does); [] before it exists."""
     if not (state / "warehouse.duckdb").exists() and uri.startswith("duckdb://"):
         return []
-    with Session(RunSettings(state_dir=str(state))) as s:
+    with Session(LineageSettings(state_dir=str(state))) as s:
         sql = s.table_sql(uri)
         catalog, schema, table = (p.strip('"') for p in sql.split("."))
         n = s.conn.execute(

@@ -14,14 +14,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from lineage_defs.assets.definitions import LineageSettings, build_definitions
+from lineage_defs.assets.definitions import build_definitions
+from lineage_defs.settings import DEFAULT_STATE_DIR, LineageSettings, OnInvalid
 
 
 class LineageDefsComponent(dg.Component, dg.Model, dg.Resolvable):
     """Every annotated script (and dbt project) in a folder as assets of this component."""
 
     pipelines_dir: str = "pipelines"
-    state_dir: str = ".lineage"
+    state_dir: str = DEFAULT_STATE_DIR
     on_invalid: str = "raise"
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
@@ -29,11 +30,6 @@ class LineageDefsComponent(dg.Component, dg.Model, dg.Resolvable):
         if not root.is_absolute():
             root = context.path / root
         state = Path(self.state_dir) if Path(self.state_dir).is_absolute() else context.project_root / self.state_dir
-        # The same settings path as the code location (connections from the
-        # environment, secrets as EnvVars), with this component's folders.
-        from lineage_defs.definitions import settings_from_env
-
-        _, _, env_resource = settings_from_env()
-        settings = LineageSettings(on_invalid=self.on_invalid, state_dir=str(state))
-        resource = env_resource.model_copy(update={"pipelines_dir": str(root), "state_dir": str(state)})
-        return build_definitions(root, settings=settings, resource=resource)
+        # Connections from the environment (secrets as EnvVars), with this component's folders.
+        settings = LineageSettings.from_env().replace(pipelines_dir=str(root), state_dir=str(state), on_invalid=OnInvalid(self.on_invalid))
+        return build_definitions(settings=settings)

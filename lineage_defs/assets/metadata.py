@@ -7,13 +7,61 @@ markdown entry of their own.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
-from dagster import AssetKey, MetadataValue, TableColumn, TableColumnDep, TableColumnLineage, TableSchema
+from dagster import (
+    AssetKey,
+    CodeReferencesMetadataValue,
+    LocalFileCodeReference,
+    MetadataValue,
+    TableColumn,
+    TableColumnDep,
+    TableColumnLineage,
+    TableSchema,
+)
 
-from lineage_defs.plan.spec import MANAGED_DESCRIPTIONS, ColumnEdge
+from lineage_defs.plan.spec import MANAGED_DESCRIPTIONS, AnyStep, ColumnEdge, EdgeKind
 
 KEY_FN = Callable[[str], AssetKey]
+# Dagster kinds: the substrate an output URI names (datatable:// is PostgreSQL)
+URI_KINDS = {"ducklake": "ducklake", "duckdb": "duckdb", "datatable": "postgres", "s3": "s3", "dbt": "dbt"}
+
+
+def kinds(step: AnyStep) -> set[str]:
+    """Dagster kinds: the engine that runs the step plus the substrates it writes."""
+    return {step.language.value, *(URI_KINDS[uri.split("://", 1)[0]] for uri in step.outputs)}
+
+
+def asset_metadata(step: AnyStep, uri: str, root: Path, translator: Any) -> dict[str, Any]:
+    """Definition metadata of one output: URI, script, strategy, code reference; column schema and lineage on the primary one."""
+    meta: dict[str, Any] = {
+        "lineage/uri": uri,
+        "lineage/script": step.path,
+        "lineage/strategy": step.strategy.value,
+    }
+    with warnings.catch_warnings():  # code references are a beta API; the UI links the script with them
+        warnings.simplefilter("ignore")
+        meta["dagster/code_references"] = CodeReferencesMetadataValue(
+            code_references=[LocalFileCodeReference(file_path=str(root / step.path), line_number=1)]
+        )
+    if uri != step.uri:
+        return meta
+    table = table_name(uri)
+    if table:
+        meta["dagster/table_name"] = table
+    schema = column_schema(uri, step.output_columns, step.column_edges)
+    if schema:
+        meta["dagster/column_schema"] = schema
+    lineage = column_lineage(uri, step.column_edges, translator.asset_key)
+    if lineage:
+        meta["dagster/column_lineage"] = lineage
+    table_md = lineage_markdown(uri, step.column_edges)
+    if table_md:
+        meta["lineage/column_lineage"] = table_md
+    return meta
 
 
 def edges_into(uri: str, edges: Sequence[ColumnEdge]) -> tuple[dict[str, list[ColumnEdge]], list[ColumnEdge]]:
@@ -32,7 +80,7 @@ def column_lineage(uri: str, edges: Sequence[ColumnEdge], key: KEY_FN) -> TableC
     """``dagster/column_lineage``: copy and mod edges only (a scan reaches every column)."""
     by_col, _ = edges_into(uri, edges)
     deps = {
-        col: [TableColumnDep(asset_key=key(e.source_uri), column_name=e.source_column) for e in es if e.kind in ("copy", "mod")]
+        col: [TableColumnDep(asset_key=key(e.source_uri), column_name=e.source_column) for e in es if e.kind != EdgeKind.SCAN]
         for col, es in by_col.items()
     }
     deps = {c: d for c, d in deps.items() if d}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 from dagster import (
     AllPartitionMapping,
@@ -17,21 +18,21 @@ from dagster import (
     WeeklyPartitionsDefinition,
 )
 
-from lineage_defs.parse.model import Partitioning
+from lineage_defs.parse.model import PartitionKind, Partitioning
 
 # Without start=, partitions begin here: old enough for typical history, small enough to list fast.
 DEFAULT_START = "2024-01-01"
 
-_TIME = {
-    "hourly": HourlyPartitionsDefinition,
-    "daily": DailyPartitionsDefinition,
-    "weekly": WeeklyPartitionsDefinition,
-    "monthly": MonthlyPartitionsDefinition,
+_TIME: dict[PartitionKind, Callable[..., TimeWindowPartitionsDefinition]] = {
+    PartitionKind.HOURLY: HourlyPartitionsDefinition,
+    PartitionKind.DAILY: DailyPartitionsDefinition,
+    PartitionKind.WEEKLY: WeeklyPartitionsDefinition,
+    PartitionKind.MONTHLY: MonthlyPartitionsDefinition,
 }
 
 
 def partitions_def(p: Partitioning | None, dynamic_name: str, live: bool = False) -> PartitionsDefinition | None:
-    """>>> partitions_def(Partitioning("daily", start="2024-05-01"), "x").start.date().isoformat()
+    """>>> partitions_def(Partitioning(PartitionKind.DAILY, start="2024-05-01"), "x").start.date().isoformat()
     '2024-05-01'
 
     ``live``: the step is fed by events (Kafka, webhooks), so the partition in
@@ -39,7 +40,7 @@ def partitions_def(p: Partitioning | None, dynamic_name: str, live: bool = False
     """
     if p is None:
         return None
-    if p.kind == "dynamic":
+    if p.kind == PartitionKind.DYNAMIC:
         return DynamicPartitionsDefinition(name=dynamic_name)
     start = dt.datetime.fromisoformat(p.start or DEFAULT_START)
     return _TIME[p.kind](start_date=start, timezone=p.tz, fmt=p.format, end_offset=1 if live else 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import AssetKey
 
 from lineage_defs import uris
-from lineage_defs.plan.spec import StepSpec
+from lineage_defs.plan.spec import AnyStep
 
 
 class LineageTranslator:
@@ -19,11 +19,34 @@ class LineageTranslator:
     def asset_key(self, uri: str) -> AssetKey:
         return AssetKey(list(uris.key_path(uri)))
 
-    def group_name(self, step: StepSpec) -> str:
+    def group_name(self, step: AnyStep) -> str:
         return step.pipeline
 
-    def description(self, step: StepSpec) -> str:
+    def description(self, step: AnyStep) -> str:
         return step.description or f"Built by {step.path}."
 
     def external_group_name(self, uri: str) -> str | None:
         return "external"
+
+
+class CachedKeys(LineageTranslator):
+    """The user's translator with asset keys memoised for one build (URIs repeat across the graph)."""
+
+    def __init__(self, inner: LineageTranslator) -> None:
+        self.inner = inner
+        self.keys: dict[str, AssetKey] = {}
+
+    def asset_key(self, uri: str) -> AssetKey:
+        key = self.keys.get(uri)
+        if key is None:
+            key = self.keys[uri] = self.inner.asset_key(uri)
+        return key
+
+    def group_name(self, step: AnyStep) -> str:
+        return self.inner.group_name(step)
+
+    def description(self, step: AnyStep) -> str:
+        return self.inner.description(step)
+
+    def external_group_name(self, uri: str) -> str | None:
+        return self.inner.external_group_name(uri)

@@ -1,7 +1,7 @@
 """``partition_from=`` → the raw partition value of one event, and the safety rule for it. Pure.
 
 The value then becomes a partition key of the step's PartitionsDefinition in
-the build layer (``lineage_defs.sensors.keys``). Whatever the source, a value
+the build layer (``lineage_defs.triggers.keys``). Whatever the source, a value
 is refused unless it is a short run of safe characters: a partition key ends
 up in object paths, run tags and (bound, never spliced) SQL parameters, and a
 hostile one (``../x``, quotes, control characters) must go nowhere.

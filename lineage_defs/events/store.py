@@ -34,7 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-FILE = "events/events.sqlite"
+# A batch's run carries its id (and stream) as tags: the run reads that batch, and
+# the batch id is the run key, so Dagster never launches a batch twice.
+BATCH_TAG = "lineage/batch"
+STREAM_TAG = "lineage/stream"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -124,10 +127,6 @@ class Batch:
 
 def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", errors="replace")
-
-
-def store_path(state_dir: str | os.PathLike[str]) -> Path:
-    return Path(state_dir) / FILE
 
 
 class EventStore:

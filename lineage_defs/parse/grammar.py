@@ -28,16 +28,21 @@ from lineage_defs.parse.tokens import (
     is_annotation,
 )
 from lineage_defs.parse.model import (
+    Cascade,
     ColumnDecl,
     ColumnSource,
     DataTest,
     Freshness,
     Header,
     Kafka,
+    Language,
     Materialize,
+    PartitionKind,
     Partitioning,
     Retry,
     Schedule,
+    Severity,
+    TestKind,
     Upstream,
     Webhook,
 )
@@ -58,7 +63,7 @@ def _pipeline(ln: _Line, args: list[Token]) -> None:
 def _macros(ln: _Line, args: list[Token]) -> None:
     if args:
         ln.error(args[0], "'macros' takes no arguments", "remove the rest of the line")
-    if ln.b.language != "duckdb":
+    if ln.b.language is not Language.DUCKDB:
         ln.error(Token("macros", 0), "'macros' is for DuckDB SQL scripts", "move the macros into a .sql file")
     ln.b.values["macros"] = True
 
@@ -92,11 +97,11 @@ def _on(ln: _Line, args: list[Token]) -> None:
         if "topic" not in o:
             ln.error(None, "'on kafka' needs topic=", "write on kafka topic=orders")
             return
-        ln.b.add("kafka", Kafka(str(o["topic"]), str(o.get("connection", "default")), o.get("group"), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
+        ln.b.add("events", Kafka(str(o["topic"]), str(o.get("connection", "default")), o.get("group"), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
     elif head.text == "webhook":
         o = ln.options(rest, {"name": ln.text, "partition_from": ln.partition_from}, what="on webhook")
         if o is not None:
-            ln.b.add("webhooks", Webhook(o.get("name"), o.get("partition_from"), ln.loc()))  # type: ignore[arg-type]
+            ln.b.add("events", Webhook(o.get("name"), o.get("partition_from"), ln.loc()))  # type: ignore[arg-type]
     else:
         if head.key is not None or "://" not in head.text:
             guess = did_you_mean(head.text, ("schedule", "kafka", "webhook"))
@@ -143,9 +148,9 @@ def _trigger(ln: _Line, args: list[Token]) -> None:
     if len(args) != 1:
         ln.error(args[1] if args else None, "'trigger' takes one of any|all|manual", "write e.g. trigger all")
         return
-    v = ln.choice(("any", "all", "manual"))(args[0])
+    v = ln.choice(tuple(Cascade))(args[0])
     if v:
-        ln.b.values["trigger"] = v
+        ln.b.values["trigger"] = Cascade(v)
 
 
 def _debounce(ln: _Line, args: list[Token]) -> None:
@@ -165,10 +170,11 @@ def _partitioned(ln: _Line, args: list[Token]) -> None:
     if not args or args[0].key is not None:
         ln.error(args[0] if args else None, "'partitioned' needs daily|hourly|weekly|monthly|dynamic", "write e.g. partitioned daily start=2024-01-01")
         return
-    kind = ln.choice(PARTITION_KINDS)(args[0])
-    if kind is None:
+    chosen = ln.choice(PARTITION_KINDS)(args[0])
+    if chosen is None:
         return
-    if kind == "dynamic":
+    kind = PartitionKind(chosen)
+    if kind is PartitionKind.DYNAMIC:
         o = ln.options(args[1:], {"key": ln.text, "time_column": ln.column, "batch": ln.integer}, what="partitioned dynamic")
         if o is None:
             return
@@ -182,7 +188,7 @@ def _partitioned(ln: _Line, args: list[Token]) -> None:
             tok = next((t for t in args if t.key == "key"), None)
             ln.error(tok and _value_at(tok), "'partitioned dynamic' needs key=\"$.json.path\"", 'write partitioned dynamic key="$.region"')
             return
-        ln.b.values["partitioned"] = Partitioning("dynamic", key=str(key), at=ln.loc())
+        ln.b.values["partitioned"] = Partitioning(PartitionKind.DYNAMIC, key=str(key), at=ln.loc())
         return
 
     def start(t: Token) -> str | None:
@@ -288,7 +294,7 @@ def _data_test(ln: _Line, args: list[Token]) -> None:
         return
     kind_tok, rest = args[0], args[1:]
     kind = kind_tok.text
-    sev_opts = {"severity": ln.choice(("warn", "error"))}
+    sev_opts = {"severity": ln.choice(tuple(Severity))}
     if kind in ("unique", "not_null"):
         cols = [t for t in rest if t.key is None]
         if len(cols) != 1 or not _IDENT.match(cols[0].text):
@@ -296,7 +302,7 @@ def _data_test(ln: _Line, args: list[Token]) -> None:
             return
         o = ln.options([t for t in rest if t.key is not None], sev_opts, what=f"data_test {kind}")
         if o is not None:
-            ln.b.add("tests", DataTest(kind, column=cols[0].text, severity=str(o.get("severity", "error")), at=ln.loc(kind_tok.start, len(kind_tok.text))))
+            ln.b.add("tests", DataTest(TestKind(kind), column=cols[0].text, severity=Severity(str(o.get("severity", "error"))), at=ln.loc(kind_tok.start, len(kind_tok.text))))
     elif kind == "accepted_values":
         _accepted_values(ln, kind_tok)
     elif kind == "relationships":
@@ -311,11 +317,11 @@ def _data_test(ln: _Line, args: list[Token]) -> None:
         if "min" in o and "max" in o and o["min"] > o["max"]:  # type: ignore[operator]
             ln.error(kind_tok, "row_count min= is above max=", "swap them")
             return
-        ln.b.add("tests", DataTest("row_count", min=o.get("min"), max=o.get("max"), severity=str(o.get("severity", "error")), at=ln.loc(kind_tok.start, len(kind_tok.text))))  # type: ignore[arg-type]
+        ln.b.add("tests", DataTest(TestKind.ROW_COUNT, min=o.get("min"), max=o.get("max"), severity=Severity(str(o.get("severity", "error"))), at=ln.loc(kind_tok.start, len(kind_tok.text))))  # type: ignore[arg-type]
     elif kind.endswith(".sql") and kind_tok.key is None:
         o = ln.options(rest, sev_opts, what="a custom data_test")
         if o is not None:
-            ln.b.add("tests", DataTest("custom", script=kind, severity=str(o.get("severity", "error")), at=ln.loc(kind_tok.start, len(kind_tok.text))))
+            ln.b.add("tests", DataTest(TestKind.CUSTOM, script=kind, severity=Severity(str(o.get("severity", "error"))), at=ln.loc(kind_tok.start, len(kind_tok.text))))
     else:
         guess = did_you_mean(kind, ("unique", "not_null", "accepted_values", "relationships", "row_count"))
         ln.error(kind_tok, f"unknown data_test '{kind}'", f"did you mean '{guess}'?" if guess else "use unique, not_null, accepted_values, relationships, row_count or a .sql script path")
@@ -356,7 +362,7 @@ def _accepted_values(ln: _Line, kind_tok: Token) -> None:
     if pos < len(rest):
         ln.error(Token(rest[pos:], rest_start + pos), "malformed value list", 'separate values with commas and quote values with spaces: a,"b c"')
         return
-    ln.b.add("tests", DataTest("accepted_values", column=col, values=tuple(values), severity=severity, at=ln.loc(kind_tok.start, len(kind_tok.text))))
+    ln.b.add("tests", DataTest(TestKind.ACCEPTED_VALUES, column=col, values=tuple(values), severity=Severity(severity), at=ln.loc(kind_tok.start, len(kind_tok.text))))
 
 
 def _split_column_ref(ln: _Line, tok: Token) -> tuple[str, str] | None:
@@ -387,7 +393,7 @@ def _relationships(ln: _Line, kind_tok: Token, rest: list[Token], sev_opts: Mapp
     ref = _split_column_ref(ln, words[2])
     o = ln.options([t for t in rest if t.key is not None], sev_opts, what="data_test relationships")
     if ref and o is not None:
-        ln.b.add("tests", DataTest("relationships", column=words[0].text, ref_uri=ref[0], ref_column=ref[1], severity=str(o.get("severity", "error")), at=ln.loc(words[2].start, len(words[2].text))))
+        ln.b.add("tests", DataTest(TestKind.RELATIONSHIPS, column=words[0].text, ref_uri=ref[0], ref_column=ref[1], severity=Severity(str(o.get("severity", "error"))), at=ln.loc(words[2].start, len(words[2].text))))
 
 
 def _column(ln: _Line, args: list[Token]) -> None:
@@ -480,10 +486,10 @@ def _dialect(ln: _Line, args: list[Token]) -> None:
         ln.error(args[1] if args else None, "'dialect' takes postgres or duckdb", "write dialect postgres")
         return
     v = ln.choice(("postgres", "duckdb"))(args[0])
-    if v and ln.b.language not in ("duckdb", "postgres"):
+    if v and not ln.b.language.is_sql:
         ln.error(ln.tokens[0], "'dialect' is for SQL scripts", "remove it")
     elif v:
-        ln.b.language = v
+        ln.b.language = Language(v)
 
 
 def _unique_key(ln: _Line, args: list[Token]) -> None:
@@ -526,13 +532,14 @@ _HANDLERS: dict[str, Callable[[_Line, list[Token]], None]] = {
 }
 
 
-def parse_header(path: str, text: str, language: str) -> tuple[Header, list[AnnotationError]]:
+def parse_header(path: str, text: str, language: Language | str) -> tuple[Header, list[AnnotationError]]:
     """Parse one script's header; returns the header and every error found.
 
     >>> h, errs = parse_header("p/x.sql", "-- pipeline\\n-- materialize ducklake://main/x\\nselect 1", "duckdb")
     >>> h.materialize.uri, errs
     ('ducklake://main/x', [])
     """
+    language = Language(language)
     comments, body_line = leading_comments(text, language)
     b = _Builder(path, language)
     for cl in comments:
@@ -585,7 +592,7 @@ def option_at(at: Location | None, name: str) -> Location | None:
 def _time_column_fits(b: _Builder, part: Partitioning, mat: Materialize | None) -> None:
     """``time_column=`` makes range runs set-based: only managed partition-replace SQL steps can do that."""
     at = option_at(part.at, "time_column")
-    if b.language not in ("duckdb", "postgres"):
+    if not b.language.is_sql:
         b.errors.append(AnnotationError("'time_column=' runs a range set-based, which only SQL steps do", at, "drop time_column= (Python and Bash steps run one partition per run)"))
     elif mat is None or mat.manual:
         b.errors.append(AnnotationError("'time_column=' needs a managed 'materialize': the runtime writes each batch", at, "write 'materialize <uri>' without manual, or drop time_column="))
@@ -618,7 +625,7 @@ def _freeze(b: _Builder, body_line: int) -> Header:
             b.errors.append(AnnotationError("a history (scd2) target needs key=", mat.at, "add key=<business key columns>"))
         if mat.history and part is not None:
             b.errors.append(AnnotationError("'history' cannot be combined with 'partitioned'", mat.at, "an scd2 table keeps all versions itself: drop 'partitioned', or drop history for a partitioned snapshot"))
-        if b.language == "bash" and not mat.manual:
+        if b.language is Language.BASH and not mat.manual:
             b.errors.append(AnnotationError("a Bash step writes its own output", mat.at, f"write 'materialize manual {mat.uri}'"))
     if isinstance(part, Partitioning) and part.time_column:
         _time_column_fits(b, part, mat if isinstance(mat, Materialize) else None)
@@ -634,11 +641,10 @@ def _freeze(b: _Builder, body_line: int) -> Header:
         description=prose,
         upstreams=tuple(ls.get("upstreams", ())),  # type: ignore[arg-type]
         schedules=tuple(ls.get("schedules", ())),  # type: ignore[arg-type]
-        kafka=tuple(ls.get("kafka", ())),  # type: ignore[arg-type]
-        webhooks=tuple(ls.get("webhooks", ())),  # type: ignore[arg-type]
+        events=tuple(ls.get("events", ())),  # type: ignore[arg-type]
         mutes=tuple(ls.get("mutes", ())),  # type: ignore[arg-type]
         mute_all=bool(v.get("mute_all")),
-        trigger=str(v.get("trigger", "any")),
+        trigger=Cascade(str(v.get("trigger", Cascade.ANY))),
         debounce=v.get("debounce"),  # type: ignore[arg-type]
         partitioned=part,  # type: ignore[arg-type]
         materialize=mat,  # type: ignore[arg-type]

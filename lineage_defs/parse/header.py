@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lineage_defs.parse.model import Language
+
 _CODING = re.compile(r"^#.*coding[:=]")
 _MARKERS = {"sql": ("--", "//"), "hash": ("#", "//")}
 
@@ -21,22 +23,17 @@ class CommentLine:
     raw: str  # the whole source line
 
 
-def language_of(path: str) -> str | None:
-    """duckdb | postgres | python | bash from the file name, or None."""
-    if path.endswith(".pg.sql"):
-        return "postgres"
-    if path.endswith(".sql"):
-        return "duckdb"
-    if path.endswith(".py"):
-        return "python"
-    if path.endswith(".sh"):
-        return "bash"
-    return None
+_EXTENSIONS = ((".pg.sql", Language.POSTGRES), (".sql", Language.DUCKDB), (".py", Language.PYTHON), (".sh", Language.BASH))
 
 
-def leading_comments(text: str, language: str) -> tuple[list[CommentLine], int]:
+def language_of(path: str) -> Language | None:
+    """The script's language from its file name, or None when it is no script."""
+    return next((lang for ext, lang in _EXTENSIONS if path.endswith(ext)), None)
+
+
+def leading_comments(text: str, language: Language | str) -> tuple[list[CommentLine], int]:
     """The comment lines of the leading block and the 1-based line of the first code line."""
-    markers = _MARKERS["sql" if language in ("duckdb", "postgres") else "hash"]
+    markers = _MARKERS["sql" if Language(language).is_sql else "hash"]
     out: list[CommentLine] = []
     lines = text.splitlines()
     if lines and lines[0].startswith("\ufeff"):  # a UTF-8 BOM (Windows editors) is not code
@@ -47,7 +44,7 @@ def leading_comments(text: str, language: str) -> tuple[list[CommentLine], int]:
             continue
         if not stripped:
             continue
-        if language == "python" and i < 2 and _CODING.match(stripped):
+        if language is Language.PYTHON and i < 2 and _CODING.match(stripped):
             continue
         marker = next((m for m in markers if stripped.startswith(m)), None)
         if marker is None:
@@ -62,7 +59,7 @@ def leading_comments(text: str, language: str) -> tuple[list[CommentLine], int]:
     return out, len(lines) + 1
 
 
-def split_body(text: str, language: str) -> tuple[str, int]:
+def split_body(text: str, language: Language | str) -> tuple[str, int]:
     """(the code after the leading comment block, its 1-based first line)."""
     _, body_line = leading_comments(text, language)
     return "".join(text.splitlines(keepends=True)[body_line - 1 :]), body_line

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from lineage_defs import uris
 from lineage_defs.errors import AnnotationError, Location, did_you_mean
 from lineage_defs.parse.header import CommentLine
+from lineage_defs.parse.model import Language
 from lineage_defs.parse.tokens import (
     _IDENT,
     _PARTITION_FROM,
@@ -24,7 +25,7 @@ class _Builder:
     """Mutable accumulator for one header; frozen into ``Header`` at the end."""
 
     path: str
-    language: str
+    language: Language
     errors: list[AnnotationError] = field(default_factory=list)
     values: dict[str, object] = field(default_factory=dict)
     lists: dict[str, list[object]] = field(default_factory=dict)

@@ -3,8 +3,51 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from lineage_defs.errors import Location
+
+
+class Language(StrEnum):
+    """What runs a step: the script's extension (``.sql``, ``.pg.sql``, ``.py``, ``.sh``), or dbt."""
+
+    DUCKDB = "duckdb"
+    POSTGRES = "postgres"
+    PYTHON = "python"
+    BASH = "bash"
+    DBT = "dbt"
+
+    @property
+    def is_sql(self) -> bool:
+        return self in (Language.DUCKDB, Language.POSTGRES)
+
+
+class Cascade(StrEnum):
+    """``trigger any|all|manual``: when a step re-runs after its inputs update."""
+
+    ANY = "any"
+    ALL = "all"
+    MANUAL = "manual"
+
+
+class Severity(StrEnum):
+    """A data test's severity: ``error`` blocks the write, ``warn`` records the failure."""
+
+    WARN = "warn"
+    ERROR = "error"
+
+
+class TestKind(StrEnum):
+    """The built-in data tests, and a custom test script."""
+
+    __test__ = False  # not a pytest class
+
+    UNIQUE = "unique"
+    NOT_NULL = "not_null"
+    ACCEPTED_VALUES = "accepted_values"
+    RELATIONSHIPS = "relationships"
+    ROW_COUNT = "row_count"
+    CUSTOM = "custom"
 
 
 @dataclass(frozen=True)
@@ -23,6 +66,8 @@ class Schedule:
 
 @dataclass(frozen=True)
 class Kafka:
+    """``on kafka topic=…``."""
+
     topic: str
     connection: str
     group: str | None
@@ -33,14 +78,29 @@ class Kafka:
 
 @dataclass(frozen=True)
 class Webhook:
+    """``on webhook [name=…]``."""
+
     name: str | None
     partition_from: str | None
     at: Location
 
 
+# The event triggers (SPEC section 6): each kind a type of its own, built into sensors by
+# the table in ``lineage_defs.triggers``.
+EventTrigger = Kafka | Webhook
+
+
+class PartitionKind(StrEnum):
+    HOURLY = "hourly"
+    DAILY = "daily"
+    WEEKLY = "weekly"
+    MONTHLY = "monthly"
+    DYNAMIC = "dynamic"  # keys from trigger payloads (``key="$.json.path"``)
+
+
 @dataclass(frozen=True)
 class Partitioning:
-    kind: str  # daily | hourly | weekly | monthly | dynamic
+    kind: PartitionKind
     tz: str | None = None
     format: str | None = None
     start: str | None = None
@@ -66,7 +126,7 @@ class Materialize:
 
 @dataclass(frozen=True)
 class DataTest:
-    kind: str  # unique | not_null | accepted_values | relationships | row_count | custom
+    kind: TestKind
     column: str | None = None
     values: tuple[str, ...] = ()
     ref_uri: str | None = None
@@ -74,16 +134,16 @@ class DataTest:
     min: int | None = None
     max: int | None = None
     script: str | None = None
-    severity: str = "error"
+    severity: Severity = Severity.ERROR
     at: Location | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
         """The asset check name: stable, readable, unique within a step."""
-        if self.kind == "custom":
+        if self.kind is TestKind.CUSTOM:
             stem = (self.script or "").rsplit("/", 1)[-1].split(".", 1)[0]
             return "".join(c if c.isalnum() else "_" for c in stem)
-        if self.kind == "row_count":
+        if self.kind is TestKind.ROW_COUNT:
             return "row_count"
         return f"{self.kind}_{self.column}"
 
@@ -119,16 +179,15 @@ class Header:
     """Everything the leading comment block of one script declares."""
 
     path: str
-    language: str  # duckdb | postgres | python | bash
+    language: Language  # never DBT: a script
     is_step: bool = False
     description: str = ""
     upstreams: tuple[Upstream, ...] = ()
     schedules: tuple[Schedule, ...] = ()
-    kafka: tuple[Kafka, ...] = ()
-    webhooks: tuple[Webhook, ...] = ()
+    events: tuple[EventTrigger, ...] = ()
     mutes: tuple[str, ...] = ()
     mute_all: bool = False
-    trigger: str = "any"
+    trigger: Cascade = Cascade.ANY
     debounce: float | None = None
     partitioned: Partitioning | None = None
     materialize: Materialize | None = None

@@ -6,15 +6,17 @@ a list of its field values in order; tuples come back as tuples, so decoded
 data compares and hashes like the original. Errors are whitelisted by class.
 
 >>> from lineage_defs.plan.spec import ColumnEdge
->>> encode(ColumnEdge("a://x/t.c", "a://x/u.c", "copy"), ColumnEdge)
+>>> from lineage_defs.plan.spec import EdgeKind
+>>> encode(ColumnEdge("a://x/t.c", "a://x/u.c", EdgeKind.COPY), ColumnEdge)
 ['a://x/t.c', 'a://x/u.c', 'copy']
->>> decode(_, ColumnEdge) == ColumnEdge("a://x/t.c", "a://x/u.c", "copy")
+>>> decode(_, ColumnEdge) == ColumnEdge("a://x/t.c", "a://x/u.c", EdgeKind.COPY)
 True
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from collections.abc import Callable
@@ -59,14 +61,25 @@ def _is_record(tp: Any) -> bool:
     return isinstance(tp, type) and (dataclasses.is_dataclass(tp) or (issubclass(tp, tuple) and hasattr(tp, "_fields")))
 
 
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+
+
 def _optional(tp: Any) -> Any | None:
-    """X for ``X | None``, else None."""
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-        raise TypeError(f"unions other than X | None are not encodable: {tp}")
+    """X for ``X | None`` (X itself may be a union of records), else None."""
+    if _is_union(tp):
+        args = tuple(a for a in typing.get_args(tp) if a is not type(None))
+        if len(args) < len(typing.get_args(tp)):
+            return args[0] if len(args) == 1 else typing.Union[args]  # noqa: UP007 (a runtime union of types)
     return None
+
+
+def _members(tp: Any) -> dict[str, Any]:
+    """A union of record types (``Kafka | Webhook``) → its members by class name (the tag written)."""
+    args = typing.get_args(tp)
+    if not all(_is_record(a) for a in args):
+        raise TypeError(f"unions other than X | None and unions of records are not encodable: {tp}")
+    return {a.__name__: a for a in args}
 
 
 def _scalar(tp: Any) -> Fn | None:
@@ -93,6 +106,11 @@ def _encoder(tp: Any) -> Fn:
     if inner is not None:
         enc = _encoder(inner)
         fn = lambda v: None if v is None else enc(v)  # noqa: E731
+    elif _is_union(tp):
+        by_type = {m: _encoder(m) for m in _members(tp).values()}
+        fn = lambda v: [type(v).__name__, by_type[type(v)](v)]  # noqa: E731
+    elif isinstance(tp, type) and issubclass(tp, enum.Enum):
+        fn = lambda v: v.value  # noqa: E731
     elif typing.get_origin(tp) is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
@@ -123,6 +141,25 @@ def _decoder(tp: Any) -> Fn:
     if inner is not None:
         dec = _decoder(inner)
         fn = lambda v: None if v is None else dec(v)  # noqa: E731
+    elif _is_union(tp):
+        decoders = {name: _decoder(m) for name, m in _members(tp).items()}
+
+        def tagged(v: Any) -> Any:
+            name, value = _list(v)
+            if name not in decoders:
+                raise ValueError(f"{name!r} is not one of {', '.join(decoders)}")
+            return decoders[name](value)
+
+        fn = tagged
+    elif isinstance(tp, type) and issubclass(tp, enum.Enum):
+        members = {m.value: m for m in tp}
+
+        def member(v: Any) -> Any:
+            if type(v) not in (str, int) or v not in members:
+                raise ValueError(f"{v!r} is not a {tp.__name__}")
+            return members[v]
+
+        fn = member
     elif typing.get_origin(tp) is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
@@ -149,14 +186,16 @@ def _decoder(tp: Any) -> Fn:
 
         fn = error
     elif _is_record(tp):
-        fields = [_decoder(t) for _, t in _hints(tp)]
+        hints = _hints(tp)
+        names = [n for n, _ in hints]
+        fields = [_decoder(t) for _, t in hints]
 
         n = len(fields)
 
         def record(v: Any) -> Any:
             if type(v) is not list or len(v) != n:
                 raise ValueError(f"{tp.__name__} needs a list of {n} values")
-            return tp(*[d(x) for d, x in zip(fields, v)])
+            return tp(**{name: d(x) for name, d, x in zip(names, fields, v)})
 
         fn = record
     else:

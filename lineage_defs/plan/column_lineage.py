@@ -24,7 +24,9 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.optimizer.scope import Scope, build_scope
 
-COPY, MOD, SCAN = "copy", "mod", "scan"
+from lineage_defs.plan.spec import EdgeKind
+
+COPY, MOD, SCAN = EdgeKind.COPY, EdgeKind.MOD, EdgeKind.SCAN
 VIRTUAL = "\x00"  # prefix of virtual keys: never a URI
 Src = tuple[str, str, str]  # (key, column, copy|mod)
 Scan = tuple[str, str]

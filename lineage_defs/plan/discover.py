@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lineage_defs.errors import Location, SpecError
 from lineage_defs.parse import language_of
+from lineage_defs.parse.header import leading_comments
 
 SKIP_DIRS = {"target", "dbt_packages", "logs", "node_modules", "__pycache__", ".venv", "venv"}
 
@@ -27,8 +28,6 @@ def pipeline_folders(root: Path) -> list[Path]:
 
 def stray_steps(root: Path) -> list[SpecError]:
     """Steps lying directly in the pipelines folder: located errors (a step belongs to a pipeline sub-folder)."""
-    from lineage_defs.parse.header import leading_comments
-
     out = []
     for path in sorted(p for p in root.iterdir() if p.is_file() and not p.name.startswith(".")):
         language = language_of(path.name)

@@ -14,6 +14,7 @@ from lineage_defs import uris
 from lineage_defs.errors import AnnotationError, Location
 from lineage_defs.parse import Header, language_of, parse_header
 from lineage_defs.parse.header import split_body
+from lineage_defs.parse.model import Language
 from lineage_defs.plan.cache import PlanCache, content_hash
 from lineage_defs.plan.refs import bash_uris, python_uris
 from lineage_defs.plan.spec import Analysis
@@ -35,11 +36,11 @@ class FileResult:
 
 
 def analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str, Sequence[str]] | None = None) -> Analysis:
-    if header.language in ("duckdb", "postgres"):
-        from lineage_defs.plan.sql import analyze_sql
+    if header.language.is_sql:
+        from lineage_defs.plan.sql import analyze_sql  # sqlglot: a warm load takes the analysis from the cache
 
         return analyze_sql(body, header.language, body_line=header.body_line, pg_connection=pg_connection, schemas=schemas)
-    if header.language == "python":
+    if header.language is Language.PYTHON:
         reads, templates = python_uris(body)
         return Analysis(reads=reads, read_templates=templates)
     return Analysis(reads=bash_uris(body))
@@ -60,7 +61,7 @@ def load_file(root: Path, path: Path, cache: PlanCache) -> FileResult:
     key = content_hash(rel, text)
     hit = cache.get(key, FileResult)
     if hit is None:
-        language = language_of(path.name) or "duckdb"
+        language = language_of(path.name) or Language.DUCKDB
         header, errs = parse_header(rel, text, language)
         analysis = analyze(header, split_body(text, header.language)[0], pg_connection(header)) if header.is_step else None
         hit = FileResult(header, tuple(errs), analysis, tuple(text.splitlines()[: header.body_line]), key)

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from lineage_defs.errors import LineageDefsError, Location, SpecError
+from lineage_defs.parse.model import TestKind, Webhook
 from lineage_defs.plan.files import FileResult
-from lineage_defs.plan.spec import PARTITION_COLUMN, SCD2_COLUMNS, StepSpec
+from lineage_defs.plan.names import hook_name
+from lineage_defs.plan.spec import PARTITION_COLUMN, SCD2_COLUMNS, AnyStep, DbtStep, ScriptStep
 
 
 def outputs_of(step_files: Mapping[str, FileResult], errors: list[LineageDefsError]) -> dict[str, tuple[str, ...]]:
@@ -69,7 +71,7 @@ def promised_schemas(outputs: Mapping[str, tuple[str, ...]], step_files: Mapping
     return schemas
 
 
-def dbt_producers(dbt_steps: Sequence[StepSpec], aliases: Mapping[str, str], producer: Mapping[str, str], step_files: Mapping[str, FileResult], errors: list[LineageDefsError]) -> dict[str, str]:
+def dbt_producers(dbt_steps: Sequence[DbtStep], aliases: Mapping[str, str], producer: Mapping[str, str], step_files: Mapping[str, FileResult], errors: list[LineageDefsError]) -> dict[str, str]:
     """dbt model URI → its file; a script writing a model's relation (or URI) is a second producer."""
     out = {s.uri: s.path for s in dbt_steps}
     for uri, p in producer.items():
@@ -98,16 +100,16 @@ def current_view_resolver(
     return resolve
 
 
-def unproduced_warnings(steps: Sequence[StepSpec], step_files: Mapping[str, FileResult], produced: set[str]) -> list[LineageDefsError]:
-    """`relationships` targets and declared column sources that no step produces."""
+def unproduced_warnings(steps: Sequence[AnyStep], step_files: Mapping[str, FileResult], produced: set[str]) -> list[LineageDefsError]:
+    """`relationships` targets and declared column sources that no script step produces."""
     out: list[LineageDefsError] = []
     fix = "it is treated as external; check the URI if it should be a step's output"
     for s in steps:
-        if s.dbt is not None:
+        if not isinstance(s, ScriptStep):
             continue
         fr = step_files[s.path]
         for t in s.tests:
-            if t.kind == "relationships" and t.ref_uri not in produced and t.at:
+            if t.kind == TestKind.RELATIONSHIPS and t.ref_uri not in produced and t.at:
                 out.append(SpecError(f"relationships target {t.ref_uri} is not produced by any step", t.at, fix, severity="warning"))
         for c in fr.header.columns:
             for src in c.sources:
@@ -116,7 +118,24 @@ def unproduced_warnings(steps: Sequence[StepSpec], step_files: Mapping[str, File
     return out
 
 
-def cycles(steps: Sequence[StepSpec], files: Mapping[str, FileResult]) -> list[SpecError]:
+def webhooks(steps: Sequence[AnyStep]) -> list[tuple[str, ScriptStep, Webhook]]:
+    """(hook name, step, its `on webhook` line) for every hook of the project, in step order."""
+    return [(hook_name(s.name, t.name), s, t) for s in steps if isinstance(s, ScriptStep) for t in s.events if isinstance(t, Webhook)]
+
+
+def trigger_name_errors(steps: Sequence[AnyStep]) -> list[SpecError]:
+    """Each webhook name is claimed by one `on webhook` line (the receiver routes by it)."""
+    out: list[SpecError] = []
+    first: dict[str, ScriptStep] = {}
+    for name, s, w in webhooks(steps):
+        if name in first:
+            out.append(SpecError(f"webhook '{name}' is declared twice (also by {first[name].path})", w.at, "give one of them another name= (each hook feeds one step)"))
+        else:
+            first[name] = s
+    return out
+
+
+def cycles(steps: Sequence[AnyStep], files: Mapping[str, FileResult]) -> list[SpecError]:
     by_uri = {u: s for s in steps for u in s.outputs}
     graph = {s.name: [by_uri[d.uri].name for d in s.deps if d.uri in by_uri] for s in steps}
     by_name = {s.name: s for s in steps}

@@ -1,9 +1,12 @@
-"""Stage 2: a pipelines folder → a ``Project`` of ``StepSpec``s, with every problem.
+"""Stage 2: a pipelines folder → a ``Project`` of steps, with every problem.
 
 Per file (``files``): parse the header, infer reads/writes and column lineage,
 cached by content hash. Across files (``graph``): duplicate producers, cycles,
-references to assets nothing produces, scd2 `_current` views. Per step
-(``steps``): dependencies, lineage, macro libraries and test paths resolved.
+references to assets nothing produces, scd2 `_current` views, trigger names.
+Per step (``steps``): dependencies, lineage, macro libraries and test paths
+resolved. dbt projects come from the dbt room (``lineage_defs.dbt.load``).
+Every load-time rule is here, so ``lineage-defs check`` and the code location
+report the same list.
 """
 
 from __future__ import annotations
@@ -11,33 +14,35 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from lineage_defs.dbt.load import DbtLoad, load_dbt
 from lineage_defs.errors import LineageDefsError, Location, SpecError
-from lineage_defs.plan import graph
 from lineage_defs.parse import Header
+from lineage_defs.parse.model import Language
+from lineage_defs.plan import graph
 from lineage_defs.plan.cache import PlanCache
-from lineage_defs.plan.dbt_load import DbtLoad, load_dbt
-from lineage_defs.plan.dbt_manifest import DbtEnv
 from lineage_defs.plan.discover import SKIP_DIRS, discover, pipeline_folders, stray_steps
 from lineage_defs.plan.files import FileResult, analyze, load_file, with_schemas
-from lineage_defs.plan.spec import Project, StepSpec
-from lineage_defs.plan.steps import build_step
+from lineage_defs.plan.spec import AnyStep, Project
+from lineage_defs.plan.steps import Graph, build_step
+from lineage_defs.settings import LineageSettings
 
 
-def load_project(root: str | Path, cache_dir: Path | None = None, dbt_env: DbtEnv | None = None) -> Project:
+def load_project(root: str | Path, settings: LineageSettings | None = None) -> Project:
     """Load and validate a pipelines folder. Never raises for user errors: they are in ``errors``.
 
-    ``dbt_env`` says where the embedded default lives for dbt projects without
-    a profiles.yml (default: the state dir holding ``cache_dir``).
+    ``settings`` say where the caches and the embedded default (for dbt
+    projects without a profiles.yml) live; without them nothing is cached.
     """
     root = Path(root)
-    cache = PlanCache(cache_dir)
+    settings = settings or LineageSettings(use_cache=False)
+    cache = PlanCache(settings.cache_dir)
     files: dict[str, FileResult] = {}
     pipelines: dict[str, str] = {}
     for pipeline, path in discover(root):
         fr = load_file(root, path, cache)
         files[fr.header.path] = fr
         pipelines[fr.header.path] = pipeline
-    dbt = load_dbt(root, SKIP_DIRS, cache_dir, dbt_env)
+    dbt = load_dbt(root, SKIP_DIRS, settings)
     project = _plan(root, files, pipelines, cache, dbt)
     cache.save()
     # A folder that yields no step must not pass `check` silently.
@@ -53,6 +58,15 @@ def load_project(root: str | Path, cache_dir: Path | None = None, dbt_env: DbtEn
         errors = (*project.errors, *strays)
         project = dataclasses.replace(project, errors=errors, warnings=(*project.warnings, *empty), invalid_paths=tuple(sorted({e.path for e in errors if e.path})))
     return project
+
+
+def without_invalid(project: Project) -> Project:
+    """The project with the steps of invalid scripts left out (``on_invalid="skip"``)."""
+    bad = set(project.invalid_paths)
+    steps = tuple(s for s in project.steps if s.path not in bad)
+    produced = {u for s in steps for u in s.outputs}
+    externals = tuple(sorted({d.uri for s in steps for d in s.deps if d.uri not in produced}))
+    return dataclasses.replace(project, steps=steps, externals=externals)
 
 
 def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], cache: PlanCache, dbt: DbtLoad) -> Project:
@@ -82,19 +96,20 @@ def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], c
     resolve = graph.current_view_resolver(outputs, step_files, producer, dbt.aliases)
 
     # 3. step specs
-    names: set[str] = {s.name for s in dbt.steps}
-    steps: list[StepSpec] = dbt.with_lineage(schemas, resolve, lambda sql, known: analyze(Header("", "duckdb"), sql, "default", known), cache)
+    steps: list[AnyStep] = list(dbt.with_lineage(schemas, resolve, lambda sql, known: analyze(Header("", Language.DUCKDB), sql, "default", known), cache))
     libs: dict[str, list[str]] = {}
     for p in macros:
         libs.setdefault(pipelines[p], []).append(p)
+    g = Graph(files, producer, resolve, libs, names={s.name for s in steps}, errors=errors, warnings=warnings)
     for p, fr in step_files.items():
         if p in outputs:
-            steps.append(build_step(p, fr, outputs[p], pipelines[p], names, resolve, files, errors, warnings, producer, libs.get(pipelines[p], [])))
+            steps.append(build_step(p, fr, outputs[p], pipelines[p], g))
 
-    # 4. external assets, cycles, references to nothing
+    # 4. external assets, cycles, references to nothing, trigger names
     produced = set(producer)
     externals = sorted({d.uri for s in steps for d in s.deps if d.uri not in produced})
     errors.extend(graph.cycles(steps, step_files))
+    errors.extend(graph.trigger_name_errors(steps))
     warnings.extend(graph.unproduced_warnings(steps, step_files, produced))
     invalid = tuple(sorted({e.path for e in errors if e.path}))
     return Project(str(root), tuple(steps), tuple(externals), macros, tuple(errors), tuple(warnings), invalid, dbt.projects)

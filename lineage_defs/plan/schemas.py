@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lineage_defs.errors import Location, SpecError, did_you_mean
-from lineage_defs.plan.spec import Project, StepSpec
+from lineage_defs.plan.spec import AnyStep, Project, ScriptStep
+from lineage_defs.settings import LineageSettings
 
 INDEX_VERSION = 1
 
@@ -32,24 +33,24 @@ def _write_json(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
-def record_schema(state_dir: str | Path, uri: str, schema: Sequence[tuple[str, str]]) -> None:
+def record_schema(settings: LineageSettings, uri: str, schema: Sequence[tuple[str, str]]) -> None:
     """Keep a target's captured columns where the next load validates consumers against them."""
-    folder = Path(state_dir) / "schemas"
+    folder = settings.schemas_dir
     _write_json(folder / (hashlib.sha256(uri.encode()).hexdigest()[:24] + ".json"), {"uri": uri, "columns": [list(c) for c in schema]})
 
 
-def captured_schemas(state_dir: str | Path) -> dict[str, list[str]]:
+def captured_schemas(settings: LineageSettings) -> dict[str, list[str]]:
     """URI → captured column names.
 
     Every run process loads the code location, so the files are read only when
     the folder changed since the last load (the runtime replaces files into
     it, which moves the folder's mtime); otherwise one JSON index is read.
     """
-    folder = Path(state_dir) / "schemas"
+    folder = settings.schemas_dir
     if not folder.is_dir():
         return {}
     stamp = folder.stat().st_mtime_ns
-    index = Path(state_dir) / "cache" / "schemas-index.json"
+    index = settings.state / "cache" / "schemas-index.json"
     try:
         data = json.loads(index.read_text())
         if data.get("version") == INDEX_VERSION and data.get("stamp") == stamp and isinstance(data.get("schemas"), dict):
@@ -70,7 +71,9 @@ def captured_schemas(state_dir: str | Path) -> dict[str, list[str]]:
     return out
 
 
-def _where(step: StepSpec, column: str) -> Location:
+def _where(step: AnyStep, column: str) -> Location:
+    if not isinstance(step, ScriptStep):
+        return Location(step.path, 1)
     pattern = re.compile(r"\b" + re.escape(column) + r"\b")
     for st in step.statements:
         for i, text in enumerate(st.sql.splitlines()):

@@ -1,28 +1,35 @@
-"""Stage 2 output: one frozen ``StepSpec`` per script, one ``Project`` per folder.
+"""Stage 2 output, plain frozen data: one step per script or dbt node, one ``Project`` per folder.
 
-Plain data: the build layer turns it into Dagster definitions, the run layer
-executes it. Nothing here imports Dagster or touches a database.
+Two kinds of step, two types: a ``ScriptStep`` (an annotated SQL, Python or
+Bash script) and a ``DbtStep`` (a dbt model, seed or snapshot). Both have
+what the graph needs (``Step``'s fields: outputs, deps, partitions, column
+lineage); each adds what runs it. The build layer turns them into Dagster
+definitions, the run layer executes them. Nothing here imports Dagster,
+touches a database or holds logic beyond naming what the data says.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 
 from lineage_defs.errors import LineageDefsError
 from lineage_defs.parse.model import (
+    Cascade,
     DataTest,
+    EventTrigger,
     Freshness,
-    Kafka,
+    Language,
     Materialize,
     Partitioning,
     Retry,
     Schedule,
-    Webhook,
+    Severity,
 )
 
-if TYPE_CHECKING:
-    from lineage_defs.plan.dbt import DbtNode, DbtProject
+if TYPE_CHECKING:  # the dbt room builds on this module, never the other way round
+    from lineage_defs.dbt.project import DbtProject
 
 # Columns the runtime manages in targets (plan knows them for `*` expansion).
 PARTITION_COLUMN = "_partition"  # the partition key of partitioned managed targets
@@ -36,7 +43,25 @@ MANAGED_DESCRIPTIONS = {
 # The TEMP table a triggered run's SQL reads its batch of events from (SPEC section 6).
 EVENTS_TABLE = "_events"
 
-STRATEGIES = ("replace", "partition_replace", "merge", "append", "scd2", "manual", "dbt")
+
+class Strategy(StrEnum):
+    """How a step's output is written (SPEC section 4); the managed ones are ``lineage_defs.run.write.STRATEGIES``."""
+
+    REPLACE = "replace"
+    PARTITION_REPLACE = "partition_replace"
+    MERGE = "merge"
+    APPEND = "append"
+    SCD2 = "scd2"
+    MANUAL = "manual"  # the script writes its output itself
+    DBT = "dbt"  # dbt builds it
+
+
+class EdgeKind(StrEnum):
+    """A column lineage edge (SPEC section 7)."""
+
+    COPY = "copy"  # passed through unchanged
+    MOD = "mod"  # transformed
+    SCAN = "scan"  # read to produce the row (join key, filter, group by): points at the whole output
 
 
 @dataclass(frozen=True)
@@ -51,7 +76,7 @@ class Dep:
 class ColumnEdge:
     source: str  # "<uri>.<col>"
     target: str  # "<uri>.<col>", or "<uri>" for a scan edge
-    kind: str  # copy | mod | scan
+    kind: EdgeKind
 
     @property
     def source_uri(self) -> str:
@@ -73,7 +98,7 @@ class RawEdge(NamedTuple):
     source_uri: str
     source_column: str
     target_column: str | None  # None: a scan edge (the whole output)
-    kind: str
+    kind: EdgeKind
 
 
 class Problem(NamedTuple):
@@ -104,59 +129,95 @@ class Analysis:
     read_templates: tuple[str, ...] = ()  # Python: URIs built at run time, `{*}` where a value goes
 
 
-@dataclass(frozen=True)
-class StepSpec:
-    """Everything needed to define and run one step's asset."""
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """What every step of the graph has: the assets it produces and what they are made from."""
 
     name: str  # unique, a valid Dagster op name
     pipeline: str  # sub-folder = asset group
-    path: str  # script path relative to the pipelines folder (posix)
-    language: str  # duckdb | postgres | python | bash
+    path: str  # the script (or dbt file) relative to the pipelines folder (posix)
     description: str
     outputs: tuple[str, ...]  # asset URIs; outputs[0] is the primary one
-    materialize: Materialize | None
-    strategy: str
     deps: tuple[Dep, ...]
-    partitioning: Partitioning | None
-    trigger: str = "any"
+    partitioning: Partitioning | None = None
+    trigger: Cascade = Cascade.ANY
     debounce: float | None = None
-    schedules: tuple[Schedule, ...] = ()
-    kafka: tuple[Kafka, ...] = ()
-    webhooks: tuple[Webhook, ...] = ()
-    tests: tuple[DataTest, ...] = ()
     column_edges: tuple[ColumnEdge, ...] = ()
     output_columns: tuple[str, ...] | None = None
-    statements: tuple[Statement, ...] = ()
-    uses: tuple[str, ...] = ()  # macro library paths, relative to the pipelines folder
-    freshness: Freshness | None = None
-    retry: Retry | None = None
     tags: tuple[str, ...] = ()
-    owners: tuple[str, ...] = ()
-    pool: str | None = None
-    body_line: int = 1
-    content_hash: str = ""
-    dbt: DbtNode | None = None  # a dbt model/seed/snapshot (language "dbt")
+    content_hash: str = ""  # of what decides the output (the script text; the dbt project)
 
     @property
     def uri(self) -> str:
         return self.outputs[0]
 
-    @property
-    def check_names(self) -> tuple[str, ...]:
-        """The asset checks of this step: its data tests, or a dbt node's tests."""
-        if self.dbt is not None:
-            return tuple(t.name for t in self.dbt.tests)
-        return tuple(t.name for t in self.tests)
+
+@dataclass(frozen=True, kw_only=True)
+class ScriptStep(Step):
+    """An annotated SQL, Python or Bash script."""
+
+    language: Language
+    materialize: Materialize | None
+    strategy: Strategy
+    schedules: tuple[Schedule, ...] = ()
+    events: tuple[EventTrigger, ...] = ()  # Kafka, webhooks, … (SPEC section 6)
+    tests: tuple[DataTest, ...] = ()
+    statements: tuple[Statement, ...] = ()
+    uses: tuple[str, ...] = ()  # macro library paths, relative to the pipelines folder
+    freshness: Freshness | None = None
+    retry: Retry | None = None
+    owners: tuple[str, ...] = ()
+    pool: str | None = None
+    body_line: int = 1
 
     @property
-    def kinds(self) -> tuple[str, ...]:
-        """Dagster kinds: the engine that runs it plus the substrate it writes."""
-        engine = {"duckdb": "duckdb", "postgres": "postgres", "python": "python", "bash": "bash", "dbt": "dbt"}[self.language]
-        out = [engine]
-        for uri in self.outputs:
-            kind = uri.split("://", 1)[0]
-            out.append({"datatable": "postgres"}.get(kind, kind))
-        return tuple(dict.fromkeys(out))
+    def check_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tests)
+
+
+@dataclass(frozen=True)
+class DbtTest:
+    name: str  # the asset check's name (dagster-dbt's convention: the test's name)
+    unique_id: str
+    severity: Severity
+    # a test on a dbt source: the URI of the asset the source is (a script's table) and the
+    # selector that makes dbt run the test (a model's selection does not reach it)
+    asset: str = ""
+    select: str = ""
+
+
+@dataclass(frozen=True)
+class Microbatch:
+    event_time: str
+    batch_size: str  # hour | day | month | year
+    begin: str
+    lookback: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class DbtStep(Step):
+    """A dbt model, seed or snapshot: where it comes from and how dbt selects it."""
+
+    unique_id: str
+    project: str  # the dbt project folder, relative to the pipelines folder
+    relation: str  # database.schema.alias
+    resource_type: str  # model | seed | snapshot
+    materialized: str
+    tests: tuple[DbtTest, ...] = ()
+    microbatch: Microbatch | None = None
+    sql: str = ""  # raw SQL (jinja) of a model, for load-time lineage
+    fqn: str = ""  # dbt's fully qualified name, for selecting it
+    default_profile: bool = True
+
+    language = Language.DBT
+    strategy = Strategy.DBT
+
+    @property
+    def check_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tests)
+
+
+AnyStep = ScriptStep | DbtStep
 
 
 @dataclass(frozen=True)
@@ -164,25 +225,18 @@ class Project:
     """A loaded pipelines folder: the steps, external assets, and every problem found."""
 
     root: str
-    steps: tuple[StepSpec, ...]
+    steps: tuple[AnyStep, ...]
     externals: tuple[str, ...]  # upstream URIs that no step produces
     macros: tuple[str, ...] = ()  # macro library paths
     errors: tuple[LineageDefsError, ...] = ()
     warnings: tuple[LineageDefsError, ...] = ()
     invalid_paths: tuple[str, ...] = field(default=())
-    dbt_projects: tuple[DbtProject, ...] = ()  # how to invoke dbt for the steps of language "dbt"
+    dbt_projects: tuple[DbtProject, ...] = ()  # how to invoke dbt for the DbtSteps
 
+    @property
+    def scripts(self) -> tuple[ScriptStep, ...]:
+        return tuple(s for s in self.steps if isinstance(s, ScriptStep))
 
-def strategy_of(m: Materialize | None, partitioned: bool) -> str:
-    """SPEC section 4: the first row that applies wins."""
-    if m is None or m.manual:
-        return "manual"
-    if m.history:
-        return "scd2"
-    if m.append:
-        return "append"
-    if m.key:
-        return "merge"
-    if partitioned:
-        return "partition_replace"
-    return "replace"
+    @property
+    def dbt_steps(self) -> tuple[DbtStep, ...]:
+        return tuple(s for s in self.steps if isinstance(s, DbtStep))

@@ -19,11 +19,11 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.parser import Parser
-from sqlglot.tokens import Token, TokenType
+from sqlglot import Token, TokenType
 
 from lineage_defs import uris
 from lineage_defs.plan.column_lineage import COPY, MOD, SCAN, VIRTUAL, Catalog, Feed, QueryLineage, Virtual
-from lineage_defs.plan.spec import EVENTS_TABLE, Analysis, Problem, RawEdge, Statement
+from lineage_defs.plan.spec import EVENTS_TABLE, Analysis, EdgeKind, Problem, RawEdge, Statement
 
 
 # What the analysis returns is the plan's own plain data (cached without sqlglot objects).
@@ -101,7 +101,7 @@ def _edges(raw: set[tuple[str, str, str | None, str]]) -> tuple[RawEdge, ...]:
     # A column copied in one UNION branch and modified in another is modified.
     mods = {e[:3] for e in raw if e[3] == MOD}
     kept = [e for e in raw if not (e[3] == COPY and e[:3] in mods) and not e[0].startswith(VIRTUAL)]
-    return tuple(RawEdge(*e) for e in sorted(kept, key=lambda e: (e[0], e[1], e[2] is None, e[2] or "", e[3])))
+    return tuple(RawEdge(e[0], e[1], e[2], EdgeKind(e[3])) for e in sorted(kept, key=lambda e: (e[0], e[1], e[2] is None, e[2] or "", e[3])))
 
 
 # -- 1. statements -----------------------------------------------------------------------

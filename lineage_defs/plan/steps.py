@@ -1,51 +1,57 @@
-"""Step assembly: one script's header and analysis, resolved against the graph, → a ``StepSpec``."""
+"""Step assembly: one script's header and analysis, resolved against the graph, → a ``ScriptStep``."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lineage_defs.errors import AnnotationError, LineageDefsError, Location, SpecError
+from lineage_defs.parse.model import Materialize, TestKind
 from lineage_defs.plan.batching import batching_errors
 from lineage_defs.plan.cache import content_hash
 from lineage_defs.plan.files import FileResult
+from lineage_defs.plan.names import op_name
 from lineage_defs.plan.refs import match_template
-from lineage_defs.plan.spec import Analysis, ColumnEdge, Dep, StepSpec, strategy_of
+from lineage_defs.plan.spec import Analysis, ColumnEdge, Dep, EdgeKind, ScriptStep, Strategy
 
 
-def op_name(pipeline: str, rel: str, names: set[str]) -> str:
-    stem = rel.split("/", 1)[1] if "/" in rel else rel
-    for suffix in (".pg.sql", ".sql", ".py", ".sh"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-            break
-    base = re.sub(r"[^A-Za-z0-9_]", "_", f"{pipeline}__{stem}")
-    if base[0].isdigit():
-        base = "_" + base
-    name, i = base, 2
-    while name in names:
-        name, i = f"{base}_{i}", i + 1
-    names.add(name)
-    return name
+def strategy_of(m: Materialize | None, partitioned: bool) -> Strategy:
+    """SPEC section 4: the first row that applies wins."""
+    if m is None or m.manual:
+        return Strategy.MANUAL
+    if m.history:
+        return Strategy.SCD2
+    if m.append:
+        return Strategy.APPEND
+    if m.key:
+        return Strategy.MERGE
+    if partitioned:
+        return Strategy.PARTITION_REPLACE
+    return Strategy.REPLACE
 
 
-def build_step(
-    rel: str,
-    fr: FileResult,
-    outs: tuple[str, ...],
-    pipeline: str,
-    names: set[str],
-    resolve: Callable[[str], str],
-    files: Mapping[str, FileResult],
-    errors: list[LineageDefsError],
-    warnings: list[LineageDefsError],
-    producer: Mapping[str, str],
-    pipeline_macros: Sequence[str],
-) -> StepSpec:
+@dataclass
+class Graph:
+    """What assembling a step needs to know of the others, and where its problems go."""
+
+    files: Mapping[str, FileResult]  # every script by path (as parsed: macro libraries, test scripts)
+    producer: Mapping[str, str]  # asset URI → the path producing it
+    resolve: Callable[[str], str]  # a read's URI → the asset it is (scd2 `_current` views, dbt relations)
+    macros: Mapping[str, Sequence[str]]  # pipeline → its macro libraries
+    names: set[str] = field(default_factory=set)  # op names taken
+    errors: list[LineageDefsError] = field(default_factory=list)
+    warnings: list[LineageDefsError] = field(default_factory=list)
+
+
+def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g: Graph) -> ScriptStep:
+    """One script's step; its problems go to ``g.errors`` / ``g.warnings``."""
+    errors, warnings, producer, files = g.errors, g.warnings, g.producer, g.files
+    pipeline_macros = g.macros.get(pipeline, ())
     h = fr.header
     a = fr.analysis or Analysis()
-    res = resolve
+    res = g.resolve
     # reads: explicit `on` first (wins, carries debounce), then inferred; `mute` removes inferred ones
     deps: dict[str, Dep] = {}
     for u in h.upstreams:
@@ -64,12 +70,12 @@ def build_step(
             if uri not in outs and uri not in deps and not h.mute_all and uri not in mutes:
                 deps[uri] = Dep(uri, False)
     for t in h.tests:  # relationships: the referenced producer runs first
-        if t.kind == "relationships" and t.ref_uri and t.ref_uri not in outs and t.ref_uri not in deps and t.ref_uri in producer:
+        if t.kind == TestKind.RELATIONSHIPS and t.ref_uri and t.ref_uri not in outs and t.ref_uri not in deps and t.ref_uri in producer:
             deps[t.ref_uri] = Dep(t.ref_uri, False)
 
     # managed SQL needs a trailing SELECT for the runtime to write
     m = h.materialize
-    if m and not m.manual and h.language in ("duckdb", "postgres") and not a.trailing_select:
+    if m and not m.manual and h.language.is_sql and not a.trailing_select:
         errors.append(AnnotationError("a managed 'materialize' needs the script to end with a SELECT", m.at, f"end the script with the SELECT to write, or write 'materialize manual {m.uri}' if the script writes it itself"))
     # What sqlglot cannot parse or trace may still be valid DuckDB/PostgreSQL:
     # the engine has the last word at run time, so these are warnings that the
@@ -85,9 +91,9 @@ def build_step(
             continue
         src_uri = res(e.source_uri)
         target = outs[0] if e.target_column is None else f"{outs[0]}.{e.target_column}"
-        edges.append(ColumnEdge(f"{src_uri}.{e.source_column}", target, e.kind))
+        edges.append(ColumnEdge(f"{src_uri}.{e.source_column}", target, EdgeKind(e.kind)))
     for c in h.columns:
-        kind = "copy" if len(c.sources) == 1 and c.sources[0].column == c.output else "mod"
+        kind = EdgeKind.COPY if len(c.sources) == 1 and c.sources[0].column == c.output else EdgeKind.MOD
         for src in c.sources:
             edges.append(ColumnEdge(f"{res(src.uri)}.{src.column}", f"{outs[0]}.{c.output}", kind))
     out_cols = a.output_columns
@@ -107,27 +113,26 @@ def build_step(
         elif found not in uses:
             uses.append(found)
     for t in h.tests:
-        if t.kind == "custom" and t.script and find(rel, t.script, files, any_file=True) is None and t.at:
+        if t.kind == TestKind.CUSTOM and t.script and find(rel, t.script, files, any_file=True) is None and t.at:
             errors.append(AnnotationError(f"data_test script '{t.script}' not found", t.at, f"the path is relative to {folder}/ or the pipelines folder"))
 
     statements = a.statements
     errors.extend(batching_errors(rel, h.partitioned, statements, h.language))
-    return StepSpec(
-        name=op_name(pipeline, rel, names),
+    return ScriptStep(
+        name=op_name(pipeline, rel, g.names),
         pipeline=pipeline,
         path=rel,
         language=h.language,
         description=h.description,
         outputs=outs,
         materialize=m,
-        strategy=strategy_of(m, h.partitioned is not None) if m else "manual",
+        strategy=strategy_of(m, h.partitioned is not None),
         deps=tuple(deps.values()),
         partitioning=h.partitioned,
         trigger=h.trigger,
         debounce=h.debounce,
         schedules=h.schedules,
-        kafka=h.kafka,
-        webhooks=h.webhooks,
+        events=h.events,
         tests=h.tests,
         column_edges=tuple(dict.fromkeys(edges)),
         output_columns=tuple(out_cols) if out_cols is not None else None,

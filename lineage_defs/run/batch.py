@@ -25,12 +25,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from lineage_defs.errors import RunError, did_you_mean
-from lineage_defs.plan.spec import PARTITION_COLUMN, StepSpec
-from lineage_defs.run.checks import CheckFailed, CheckOutcome
+from lineage_defs.parse.model import TestKind
+from lineage_defs.plan.spec import PARTITION_COLUMN, ScriptStep, Strategy
+from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate_by_partition
 from lineage_defs.run.context import PartitionWindow, bind_params, resolve_token
 from lineage_defs.run.sql_step import SLICE, SliceResult, StepRunner, write_request
-from lineage_defs.run.substrates import RunSettings
+from lineage_defs.run.write import write
 from lineage_defs.run.write.base import WriteRequest, WriteResult
+from lineage_defs.settings import LineageSettings
 from lineage_defs.uris import PARTITION_TOKEN
 
 BATCH = "__lineage_batch"  # the staged rows with their partition
@@ -192,14 +194,12 @@ class BatchRunner(StepRunner):
         """The grouped data tests of the batch (None when the step has none)."""
         if not self.step.tests:
             return None
-        from lineage_defs.run.checks import evaluate_by_partition
-
         windows = {w.key: w for w in self.batch_windows}
 
         def custom(key: str) -> list[CheckOutcome]:
             conn = self.session.conn
             conn.execute(f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT * EXCLUDE ({_q(PARTITION_COLUMN)}) FROM {BATCH} WHERE {_q(PARTITION_COLUMN)} = $p", {"p": key})
-            tests = tuple(t for t in self.step.tests if t.kind == "custom")
+            tests = tuple(t for t in self.step.tests if t.kind == TestKind.CUSTOM)
             try:
                 return self._evaluate(conn, windows[key], PART, tests)
             except CheckFailed as e:
@@ -219,9 +219,7 @@ class BatchRunner(StepRunner):
 
     def _write_together(self, result: SliceResult, keys: list[str], rows: int) -> None:
         """A table or one object: the batch's partitions replaced in one transaction."""
-        from lineage_defs.run.write import write
-
-        req = dataclasses.replace(write_request(self.step, self.step.uri, None), strategy="partition_replace", slice_table=BATCH, partitions=tuple(keys), slice_rows=rows)
+        req = dataclasses.replace(write_request(self.step, self.step.uri, None), strategy=Strategy.PARTITION_REPLACE, slice_table=BATCH, partitions=tuple(keys), slice_rows=rows)
         wr = write(self.session, req, self._audit(keys))
         self._done(result, wr)
         for r in self.parts.values():
@@ -230,8 +228,6 @@ class BatchRunner(StepRunner):
 
     def _write_objects(self, result: SliceResult) -> None:
         """One object per partition: audit the whole batch, then publish each object atomically."""
-        from lineage_defs.run.write import write
-
         audit = self._audit([w.key for w in self.batch_windows])
         if audit is not None:
             audit(self.session.conn)
@@ -261,7 +257,7 @@ class BatchRunner(StepRunner):
         result.sql.extend(wr.sql)
 
 
-def run_batches(settings: RunSettings, step: StepSpec, windows: list[PartitionWindow]) -> Iterator[SliceResult]:
+def run_batches(settings: LineageSettings, step: ScriptStep, windows: list[PartitionWindow]) -> Iterator[SliceResult]:
     """The set-based counterpart of ``run_windows``: one result per partition, in order."""
     assert step.partitioning is not None
     runner = BatchRunner(settings, step)

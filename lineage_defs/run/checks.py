@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lineage_defs.errors import Location, RunError
-from lineage_defs.parse.model import DataTest
+from lineage_defs.parse.model import DataTest, Language, Severity, TestKind
 from lineage_defs.run.quoting import ident
 
 MAX_SAMPLES = 20
@@ -21,7 +21,7 @@ MAX_SAMPLES = 20
 class CheckOutcome:
     name: str
     passed: bool
-    severity: str  # warn | error
+    severity: str  # warn | error (a Severity, or its value once read back from a result file)
     failing: int  # violating rows (or the count itself for row_count)
     samples: list[dict[str, Any]] = field(default_factory=list)
     sql: str = ""
@@ -35,9 +35,9 @@ class CheckFailed(RunError):
         self.outcomes = outcomes
         self.by_partition = by_partition  # a set-based batch: each partition's outcomes
         if by_partition is not None:
-            failed = [(f"{o.name} [{k}]", o) for k, os_ in by_partition.items() for o in os_ if not o.passed and o.severity == "error"]
+            failed = [(f"{o.name} [{k}]", o) for k, os_ in by_partition.items() for o in os_ if not o.passed and o.severity == Severity.ERROR]
         else:
-            failed = [(o.name, o) for o in outcomes if not o.passed and o.severity == "error"]
+            failed = [(o.name, o) for o in outcomes if not o.passed and o.severity == Severity.ERROR]
         lines = [f"{name}: {o.failing} failing ({o.description}); samples: {o.samples[:5]}" for name, o in failed[:10]]
         if len(failed) > 10:
             lines.append(f"… and {len(failed) - 10} more")
@@ -61,15 +61,15 @@ def _violations(t: DataTest, table: str, ref_table: Any, by: str | None = None) 
     counted per partition; ``unique`` then means unique within each partition.
     """
     col = ident(t.column) if t.column else ""
-    if t.kind == "unique":
+    if t.kind == TestKind.UNIQUE:
         keys = f"{ident(by)}, {col}" if by else col
         return f"SELECT {keys}, count(*) AS n FROM {table} WHERE {col} IS NOT NULL GROUP BY {keys} HAVING count(*) > 1", {}, f"{t.column} is unique"
-    if t.kind == "not_null":
+    if t.kind == TestKind.NOT_NULL:
         return f"SELECT * FROM {table} WHERE {col} IS NULL", {}, f"{t.column} is not null"
-    if t.kind == "accepted_values":
+    if t.kind == TestKind.ACCEPTED_VALUES:
         sql = f"SELECT * FROM {table} WHERE {col} IS NOT NULL AND CAST({col} AS VARCHAR) NOT IN (SELECT unnest($accepted))"
         return sql, {"accepted": list(t.values)}, f"{t.column} in {list(t.values)}"
-    if t.kind == "relationships":
+    if t.kind == TestKind.RELATIONSHIPS:
         ref = ref_table(t.ref_uri)
         sql = f"SELECT s.* FROM {table} s WHERE s.{col} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {ref} r WHERE r.{ident(t.ref_column or '')} = s.{col})"
         return sql, {}, f"{t.column} → {t.ref_uri}.{t.ref_column}"
@@ -96,10 +96,10 @@ def evaluate(
     """
     out = []
     for t in tests:
-        if t.kind == "row_count":
+        if t.kind == TestKind.ROW_COUNT:
             out.append(_row_count(t, int(conn.execute(f"SELECT count(*) FROM {slice_table}").fetchone()[0]), slice_table))
             continue
-        if t.kind == "custom":
+        if t.kind == TestKind.CUSTOM:
             sql, params = custom_sql(t.script)
             desc = f"{t.script} returns no rows"
         else:
@@ -109,7 +109,7 @@ def evaluate(
         except Exception as e:
             raise RunError(f"data test '{t.name}' could not run: {e}", t.at or Location(path), "fix the test or the column it names") from e
         out.append(CheckOutcome(t.name, n == 0, t.severity, n, samples, sql, desc))
-    if any(not o.passed and o.severity == "error" for o in out):
+    if any(not o.passed and o.severity == Severity.ERROR for o in out):
         raise CheckFailed(out, path)
     return out
 
@@ -132,12 +132,12 @@ def evaluate_by_partition(
     """
     out: dict[str, list[CheckOutcome]] = {k: [] for k in keys}
     for t in tests:
-        if t.kind == "row_count":
+        if t.kind == TestKind.ROW_COUNT:
             counts = dict(conn.execute(f"SELECT {ident(by)}, count(*) FROM {batch_table} GROUP BY 1").fetchall())
             for k in keys:
                 out[k].append(_row_count(t, int(counts.get(k, 0)), batch_table))
             continue
-        if t.kind == "custom":
+        if t.kind == TestKind.CUSTOM:
             continue
         sql, params, desc = _violations(t, batch_table, ref_table, by)
         try:
@@ -154,10 +154,10 @@ def evaluate_by_partition(
         for k in keys:
             n = int(counts.get(k, 0))
             out[k].append(CheckOutcome(t.name, n == 0, t.severity, n, samples.get(k, []), sql, desc))
-    if any(t.kind == "custom" for t in tests):
+    if any(t.kind == TestKind.CUSTOM for t in tests):
         for k in keys:
             out[k].extend(custom(k))
-    failed = {k: [o for o in os_ if not o.passed and o.severity == "error"] for k, os_ in out.items()}
+    failed = {k: [o for o in os_ if not o.passed and o.severity == Severity.ERROR] for k, os_ in out.items()}
     if any(failed.values()):
         raise CheckFailed([o for os_ in out.values() for o in os_], path, by_partition=out)
     return out
@@ -177,5 +177,5 @@ def script_statements(path: Path) -> list[Any]:
     from lineage_defs.parse.header import split_body
     from lineage_defs.plan.sql import split_statements
 
-    body, body_line = split_body(path.read_text(), "duckdb")
+    body, body_line = split_body(path.read_text(), Language.DUCKDB)
     return list(split_statements(body, "duckdb", body_line))

@@ -19,6 +19,7 @@ from typing import Any
 from lineage_defs import uris
 from lineage_defs.errors import RunError
 from lineage_defs.run.context import PartitionWindow, bind_params, resolve_token
+from lineage_defs.run.substrates import canonical_substrate
 
 _SUBSTRATE = re.compile(r"^(ducklake|duckdb|datatable)(://[^/\s]*/?)?$")
 
@@ -55,8 +56,6 @@ def attach_target(sql: str, dialect: str = "duckdb") -> tuple[str, str] | None:
     lit = words[i]
     if lit.token_type.name != "STRING" or not _SUBSTRATE.match(lit.text):
         return None
-    from lineage_defs.run.substrates import canonical_substrate
-
     alias = None
     for a, b in zip(words, words[1:]):
         if a.text.upper() == "AS":

@@ -40,15 +40,6 @@ def bind_params(window: PartitionWindow | None) -> dict[str, str | None]:
     }
 
 
-def partition_env(window: PartitionWindow | None) -> dict[str, str]:
-    """PARTITION, PARTITION_START, PARTITION_END for Python and Bash steps."""
-    out = {}
-    for k, v in bind_params(window).items():
-        if v is not None:
-            out[k.upper()] = v
-    return out
-
-
 _UNSAFE_KEY = re.compile(r"^\.{1,2}$|[/\\\x00-\x1f]")
 
 

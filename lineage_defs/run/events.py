@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from lineage_defs.errors import Location, RunError
-from lineage_defs.events.store import Event, EventStore, store_path
-from lineage_defs.plan.spec import EVENTS_TABLE, StepSpec
-
-BATCH_TAG = "lineage/batch"
-STREAM_TAG = "lineage/stream"
+from lineage_defs.events.store import BATCH_TAG, Event, EventStore
+from lineage_defs.plan.names import stream_of
+from lineage_defs.plan.spec import EVENTS_TABLE, ScriptStep
+from lineage_defs.settings import LineageSettings
 
 
 @dataclass(frozen=True)
@@ -30,27 +29,14 @@ class RunBatch:
     events: tuple[Event, ...]
 
 
-def streams_of(step: StepSpec) -> tuple[str, ...]:
-    """The event streams that may feed this step (one per `on kafka` / `on webhook` line)."""
-    return (*(kafka_stream(step, k.topic) for k in step.kafka), *(webhook_stream(hook_name(step, w.name)) for w in step.webhooks))
+def streams_of(step: ScriptStep) -> tuple[str, ...]:
+    """The event streams that may feed this step (one per `on kafka` / `on webhook` … line)."""
+    return tuple(stream_of(step.name, t) for t in step.events)
 
 
-def kafka_stream(step: StepSpec, topic: str) -> str:
-    return f"kafka:{step.name}:{topic}"
-
-
-def webhook_stream(hook: str) -> str:
-    return f"webhook:{hook}"
-
-
-def hook_name(step: StepSpec, name: str | None) -> str:
-    """``on webhook name=<n>``, else the step's name with '_' as '-' (``shop__payments`` → ``shop--payments``)."""
-    return name or step.name.replace("_", "-")
-
-
-def load_batch(state_dir: str, step: StepSpec, batch_id: str) -> RunBatch:
+def load_batch(settings: LineageSettings, step: ScriptStep, batch_id: str) -> RunBatch:
     """The batch a sensor cut for this step; a RunError naming the fix when it is not there."""
-    path = store_path(state_dir)
+    path = settings.events_store
     if not path.exists():
         raise RunError(f"run tagged {BATCH_TAG}={batch_id} but there is no event store at {path}", Location(step.path), "runs with a batch come from the step's Kafka or webhook sensor; check LINEAGE_STATE_DIR")
     with EventStore(path) as store:
@@ -146,25 +132,3 @@ def _no_nul(text: str | None) -> str | None:
 def write_events_file(events: tuple[Event, ...], path: Path) -> None:
     with open(path, "w") as f:
         json.dump([e.as_dict() for e in events], f)
-
-
-def hooks(steps: tuple[StepSpec, ...] | list[StepSpec]) -> dict[str, tuple[StepSpec, Any]]:
-    """Hook name → (step, its `on webhook` line); a SpecError when two lines claim one name."""
-    from lineage_defs.errors import SpecError
-
-    out: dict[str, tuple[StepSpec, Any]] = {}
-    for s in steps:
-        for w in s.webhooks:
-            name = hook_name(s, w.name)
-            if name in out:
-                first = out[name][0]
-                raise SpecError(f"webhook '{name}' is declared twice (also by {first.path})", w.at, "give one of them another name= (each hook feeds one step)")
-            out[name] = (s, w)
-    return out
-
-
-def hook_env(name: str) -> str:
-    """``payments-eu`` → ``PAYMENTS_EU``: the suffix of LINEAGE_WEBHOOK_TOKEN_/SECRET_."""
-    import re
-
-    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()

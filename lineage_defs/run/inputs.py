@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lineage_defs import uris
-from lineage_defs.plan.spec import PARTITION_COLUMN, StepSpec
+from lineage_defs.plan.spec import PARTITION_COLUMN, ScriptStep
 from lineage_defs.run.context import PartitionWindow, resolve_token
+from lineage_defs.run.write.context import split_qualified
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,6 @@ def _table_exists(session: Any, uri: str) -> bool | None:
     u = uris.parse(uri)
     if f"{u.kind}://{u.authority}" not in session.aliases:
         return None
-    from lineage_defs.run.write.context import split_qualified
-
     catalog, schema, table = split_qualified(session.table_sql(uri))
     row = session.conn.execute(
         "SELECT count(*) FROM (SELECT database_name, schema_name, table_name AS name FROM duckdb_tables() "
@@ -56,7 +55,7 @@ def _table_exists(session: Any, uri: str) -> bool | None:
     return bool(row and row[0])
 
 
-def missing_after_failure(session: Any, step: StepSpec, window: PartitionWindow | None) -> list[Missing]:
+def missing_after_failure(session: Any, step: ScriptStep, window: PartitionWindow | None) -> list[Missing]:
     """Upstream objects and tables of ``step`` that do not exist (after a statement failed)."""
     out: list[Missing] = []
     for dep in step.deps:
@@ -77,7 +76,7 @@ def missing_after_failure(session: Any, step: StepSpec, window: PartitionWindow 
     return out
 
 
-def missing_partitions(session: Any, step: StepSpec, window: PartitionWindow | None) -> list[Missing]:
+def missing_partitions(session: Any, step: ScriptStep, window: PartitionWindow | None) -> list[Missing]:
     """Upstream partitioned tables holding no row of this partition (after an empty slice)."""
     if window is None:
         return []

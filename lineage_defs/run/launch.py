@@ -1,8 +1,9 @@
 """Start a Python or Bash step inside a Dagster Pipes session.
 
-    python -m lineage_defs.run.launch python|bash <script>
+    python -m lineage_defs.run.launch
 
-The parent op runs this under ``PipesSubprocessClient``. It opens the Pipes
+The parent op runs this under ``PipesSubprocessClient``, with the step's
+context (``run.contract``: the planned step, its script, its files). It opens the Pipes
 connection, so the step's log lines arrive in Dagster as log events (not only
 as raw compute logs), an exception in a Python step reaches the run with its
 traceback, and the session is closed cleanly. Imports ``dagster_pipes`` only —
@@ -11,11 +12,16 @@ never Dagster itself.
 
 from __future__ import annotations
 
+import json
 import runpy
 import subprocess
 import sys
 import threading
+import traceback
 from typing import IO, Any
+
+from lineage_defs.parse.model import Language
+from lineage_defs.run.contract import CONTEXT_ENV, StepContext, current
 
 
 def _forward(stream: IO[str], echo: IO[str], log: Any) -> None:
@@ -44,10 +50,11 @@ def run_bash(script: str, pipes: Any) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("python", "bash"):
-        print("usage: python -m lineage_defs.run.launch python|bash <script>", file=sys.stderr)
+    ctx = current()
+    if argv or ctx is None:
+        print(f"usage: {CONTEXT_ENV}=<context.json> python -m lineage_defs.run.launch (the step's Dagster op starts it)", file=sys.stderr)
         return 2
-    language, script = argv
+    script = ctx.script
     from dagster_pipes import open_dagster_pipes
 
     from lineage_defs import runtime
@@ -55,7 +62,7 @@ def main(argv: list[str]) -> int:
     with open_dagster_pipes() as pipes:
         runtime.use_pipes(pipes)
         try:
-            if language == "bash":
+            if ctx.step.language == Language.BASH:
                 code = run_bash(script, pipes)
                 if code:
                     raise SystemExit(f"{script} exited with status {code}")
@@ -64,25 +71,18 @@ def main(argv: list[str]) -> int:
             runpy.run_path(script, run_name="__main__")
         except BaseException as e:
             if not (isinstance(e, SystemExit) and e.code in (0, None)):
-                _record_error(e)
+                _record_error(e, ctx)
             raise
     return 0
 
 
-def _record_error(e: BaseException) -> None:
+def _record_error(e: BaseException, ctx: StepContext) -> None:
     """Leave the step's own error where the parent op raises it from (file:line of the script)."""
-    import json
-    import os
-    import traceback
-
-    path = os.environ.get("LINEAGE_ERROR_FILE")
-    if not path:
-        return
     message = str(e.code) if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
     frames = traceback.extract_tb(e.__traceback__)
-    mine = [f for f in frames if f.filename == os.environ.get("LINEAGE_SCRIPT")]
+    mine = [f for f in frames if f.filename == ctx.script]
     where = mine[-1] if mine else None
-    with open(path, "w") as f:
+    with open(ctx.error_file, "w") as f:
         json.dump({"message": message, "line": where.lineno if where else 0, "text": (where.line or "") if where else "",
                    "traceback": "".join(traceback.format_exception(e))}, f)
 

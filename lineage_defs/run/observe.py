@@ -6,33 +6,34 @@ import os
 from typing import Any
 
 from lineage_defs.run.context import PartitionWindow
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs.run.contract import SliceReport
+from lineage_defs.run.substrates import Session
+from lineage_defs.settings import LineageSettings
 
 _READERS = {".parquet": "read_parquet", ".csv": "read_csv", ".json": "read_json_auto", ".jsonl": "read_json_auto", ".ndjson": "read_json_auto"}
 
 
-def observe(settings: RunSettings, target: str, window: PartitionWindow | None) -> dict[str, Any]:
+def observe(settings: LineageSettings, target: str, window: PartitionWindow | None) -> SliceReport:
     """Row count, schema and snapshot of ``target``; ``observe_error`` says why they are missing."""
-    out: dict[str, Any] = {"target": target, "partition": window.key if window else None}
+    partition = window.key if window else None
     with Session(settings) as s:
         try:
             params: dict[str, Any] = {}
+            snapshot = None
             if target.startswith("s3://"):
                 loc = s.object_path(target)
                 if not loc.startswith("s3://") and not os.path.exists(loc):
-                    out["observe_error"] = f"the step wrote nothing at {target}"
-                    return out
+                    return SliceReport(target, partition, observe_error=f"the step wrote nothing at {target}")
                 reader = next((r for ext, r in _READERS.items() if target.endswith(ext)), None)
                 if reader is None:
-                    return out  # an object DuckDB cannot read as a table: nothing to count
+                    return SliceReport(target, partition)  # an object DuckDB cannot read as a table: nothing to count
                 rel, params = f"{reader}($path)", {"path": loc}  # the path holds the partition key: bound
             else:
                 rel = s.table_sql(target)
-                out["snapshot_id"] = s.snapshot_id(s.alias_for(target))
+                snapshot = s.snapshot_id(s.alias_for(target))
             row = s.conn.execute(f"SELECT count(*) FROM {rel}", params or None).fetchone()
-            out["rows"] = int(row[0]) if row else 0
             cur = s.conn.execute(f"SELECT * FROM {rel} LIMIT 0", params or None)
-            out["schema"] = [(d[0], str(d[1])) for d in cur.description]
+            schema = tuple((d[0], str(d[1])) for d in cur.description)
+            return SliceReport(target, partition, rows=int(row[0]) if row else 0, schema=schema, snapshot_id=snapshot)
         except Exception as e:  # observing is best effort: the step itself succeeded
-            out["observe_error"] = str(e)
-    return out
+            return SliceReport(target, partition, observe_error=str(e))

@@ -9,23 +9,27 @@ are staged into the session and written like any other slice.
 from __future__ import annotations
 
 import dataclasses
-import re
 import datetime as dt
-from collections.abc import Iterator
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lineage_defs.errors import Location, RunError
+from lineage_defs.parse.model import Language
 from lineage_defs.plan.schemas import record_schema
-from lineage_defs.plan.spec import StepSpec
+from lineage_defs.plan.spec import ScriptStep, Strategy
 from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_custom, script_statements
 from lineage_defs.run.compile import Compiled, compile_statement, uses_substrates
 from lineage_defs.run.context import PartitionWindow, resolve_token
+from lineage_defs.run.contract import SliceReport
 from lineage_defs.run.events import RunBatch, stage_events, stage_events_postgres
+from lineage_defs.run.inputs import missing_after_failure, missing_partitions
 from lineage_defs.run.quoting import ident
-from lineage_defs.run.substrates import RunSettings, Session
+from lineage_defs.run.substrates import Session
+from lineage_defs.run.write import write
 from lineage_defs.run.write.base import WriteRequest, WriteResult
+from lineage_defs.settings import LineageSettings
 
 SLICE = "__lineage_slice"
 
@@ -43,8 +47,26 @@ class SliceResult:
     error: BaseException | None = None
     seconds: float = 0.0
 
+    def report(self, batch: str | None = None) -> SliceReport:
+        """The facts of this slice, as a materialization (or the step's result file) carries them."""
+        w = self.write
+        return SliceReport(
+            target=self.target,
+            partition=self.partition,
+            rows=self.rows,
+            sql=tuple(self.sql),
+            schema=tuple((n, t) for n, t in w.schema) if w else None,
+            snapshot_id=w.snapshot_id if w else None,
+            schema_change=w.schema_change.describe() if w and w.schema_change else None,
+            warnings=tuple(w.warnings) if w else (),
+            skipped=bool(w and w.skipped),
+            seconds=self.seconds,
+            checks=tuple(self.checks),
+            batch=batch,
+        )
 
-def _statements(step: StepSpec) -> list[tuple[str, int, str]]:
+
+def _statements(step: ScriptStep) -> list[tuple[str, int, str]]:
     return [(s.sql, s.line, s.kind) for s in step.statements]
 
 
@@ -60,12 +82,12 @@ def valid_at(window: PartitionWindow | None) -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def write_request(step: StepSpec, target: str, window: PartitionWindow | None) -> WriteRequest:
+def write_request(step: ScriptStep, target: str, window: PartitionWindow | None) -> WriteRequest:
     m = step.materialize
     assert m is not None
     strategy = step.strategy
-    if strategy == "partition_replace" and target != step.uri:
-        strategy = "replace"  # one object per partition: replacing it is replacing the slice
+    if strategy == Strategy.PARTITION_REPLACE and target != step.uri:
+        strategy = Strategy.REPLACE  # one object per partition: replacing it is replacing the slice
     return WriteRequest(
         uri=target,
         strategy=strategy,
@@ -80,7 +102,7 @@ def write_request(step: StepSpec, target: str, window: PartitionWindow | None) -
     )
 
 
-def _unused_defaults(step: StepSpec) -> frozenset[str]:
+def _unused_defaults(step: ScriptStep) -> frozenset[str]:
     """Default substrates the step never names: not attached, so not locked.
 
     A step on a PostgreSQL-catalog lake, PostgreSQL or S3 then runs beside
@@ -91,7 +113,7 @@ def _unused_defaults(step: StepSpec) -> frozenset[str]:
     skip = set()
     for substrate, alias in (("ducklake://main", "lake"), ("duckdb://warehouse", "warehouse")):
         named = any(u.startswith(substrate + "/") for u in uris_used) or re.search(rf"\b{alias}\b", text, re.IGNORECASE)
-        if not named and step.language != "python":
+        if not named and step.language != Language.PYTHON:
             skip.add(substrate)
     if step.uses or step.tests:
         skip.clear()  # macro libraries and data tests may name either
@@ -101,12 +123,12 @@ def _unused_defaults(step: StepSpec) -> frozenset[str]:
 class StepRunner:
     """One step, one session, any number of partitions (each its own transaction)."""
 
-    def __init__(self, settings: RunSettings, step: StepSpec, session: Session | None = None, batch: RunBatch | None = None) -> None:
+    def __init__(self, settings: LineageSettings, step: ScriptStep, session: Session | None = None, batch: RunBatch | None = None) -> None:
         self.settings = settings
         self.step = step
         self.batch = batch  # a triggered run's events: `_events`, and the id the write records
         stmts = _statements(step)
-        own = uses_substrates([s for s, _, _ in stmts], step.language if step.language == "postgres" else "duckdb")
+        own = uses_substrates([s for s, _, _ in stmts], Language.POSTGRES if step.language == Language.POSTGRES else Language.DUCKDB)
         self.owns_session = session is None
         self.session = session or Session(settings, skip=frozenset(own) | _unused_defaults(step))
         self.pg: Any = None
@@ -136,14 +158,14 @@ class StepRunner:
                 c = compile_statement(st.sql, "duckdb", None, self.session.object_path, macro=True)
                 self._run(c, Location(lib, st.line), lib)
         self.session.use_warehouse()
-        triggered = self.batch is not None or bool(self.step.kafka or self.step.webhooks)
-        if triggered and self.step.language != "postgres":
+        triggered = self.batch is not None or bool(self.step.events)
+        if triggered and self.step.language != Language.POSTGRES:
             stage_events(self.session.conn, self.batch.events if self.batch else ())
         # Only scripts that create objects in setup statements need them dropped
         # between partitions (a catalog query per partition otherwise).
         self.needs_reset = any(k not in ("query", "set", "attach", "use") for _, _, k in _statements(self.step)[:-1])
         self.base_temps = _temp_objects(conn) if self.needs_reset else set()
-        if self.step.language == "postgres":
+        if self.step.language == Language.POSTGRES:
             import psycopg
 
             name = self.step.uri.split("://", 1)[1].split("/", 1)[0] if self.step.uri.startswith("datatable://") else "default"
@@ -181,7 +203,7 @@ class StepRunner:
         result = SliceResult(window.key if window else None, target)
         try:
             self._reset()
-            if self.step.language == "postgres":
+            if self.step.language == Language.POSTGRES:
                 self._run_postgres(window, result)
             else:
                 self._run_duckdb(window, result)
@@ -205,8 +227,6 @@ class StepRunner:
         input is not there yet: say which upstream to build first."""
         if not (isinstance(e, RunError) and (e.message.startswith("statement failed") or (e.message.startswith("data test '") and " could not run: " in e.message))):
             return e
-        from lineage_defs.run.inputs import missing_after_failure
-
         missing = missing_after_failure(self.session, self.step, window)
         if not missing:
             return e
@@ -241,7 +261,7 @@ class StepRunner:
 
     def _run_duckdb(self, window: PartitionWindow | None, result: SliceResult) -> None:
         compiled = self._compiled(window)
-        managed = self.step.strategy != "manual"
+        managed = self.step.strategy != Strategy.MANUAL
         body = compiled[:-1] if managed else compiled
         for c, line, _ in body:
             self._run(c, self._where(line))
@@ -283,13 +303,13 @@ class StepRunner:
         """Whether the write can read the SELECT directly (see ``WriteRequest.slice_params``)."""
         return (
             not self.step.tests
-            and self.step.strategy in ("replace", "partition_replace", "append")
+            and self.step.strategy in (Strategy.REPLACE, Strategy.PARTITION_REPLACE, Strategy.APPEND)
             and target.split("://", 1)[0] in ("ducklake", "duckdb", "datatable")
         )
 
     def _run_postgres(self, window: PartitionWindow | None, result: SliceResult) -> None:
         compiled = self._compiled(window, "postgres", "pyformat")
-        managed = self.step.strategy != "manual"
+        managed = self.step.strategy != Strategy.MANUAL
         with self.pg.cursor() as cur:
             for c, line, _ in compiled[:-1] if managed else compiled:
                 try:
@@ -345,8 +365,6 @@ class StepRunner:
         query: tuple[str, dict[str, Any]] | None = None,
         columns: tuple[tuple[str, str], ...] | None = None,
     ) -> None:
-        from lineage_defs.run.write import write
-
         req = dataclasses.replace(write_request(self.step, result.target, window), slice_rows=rows, batch=self.batch.id if self.batch else None)
         if query is not None:
             req = dataclasses.replace(req, slice_table=query[0], slice_params=query[1], slice_columns=columns)
@@ -369,8 +387,6 @@ class StepRunner:
         if wr.skipped:
             return  # this trigger batch was written before: nothing new to check or record
         if wr.rows == 0 and window is not None:
-            from lineage_defs.run.inputs import missing_partitions
-
             for m in missing_partitions(self.session, self.step, window):
                 wr.warnings.append(f"wrote an empty partition: upstream {m.describe()} — materialize {m.uri} partition {m.partition} first, then re-run this one")
         self.record_schema(wr.schema)
@@ -378,7 +394,7 @@ class StepRunner:
     def record_schema(self, schema: list[tuple[str, str]]) -> None:
         """Capture the target's schema once per range unless a partition changed it."""
         if getattr(self, "_recorded", None) != schema:
-            record_schema(self.settings.state_dir, self.step.uri, schema)
+            record_schema(self.settings, self.step.uri, schema)
             self._recorded = list(schema)
 
     def _evaluate(self, conn: Any, window: PartitionWindow | None, slice_table: str, tests: tuple[Any, ...] | None = None) -> list[CheckOutcome]:
@@ -404,36 +420,3 @@ class StepRunner:
         except CheckFailed as e:
             result.checks = e.outcomes
             raise
-
-
-def run_windows(settings: RunSettings, step: StepSpec, windows: list[PartitionWindow | None], batch: RunBatch | None = None) -> Iterator[SliceResult]:
-    """Run the partitions in order on one session; each result carries its own error.
-
-    A step with ``time_column`` runs set-based (``lineage_defs.run.batch``); a
-    trigger batch (``batch``) is always one partition, run as usual.
-    """
-    if batch is None and step.partitioning is not None and step.partitioning.time_column and None not in windows:
-        from lineage_defs.run.batch import run_batches
-
-        yield from run_batches(settings, step, windows)  # type: ignore[arg-type]
-        return
-    with StepRunner(settings, step, batch=batch) as runner:
-        for w in windows:
-            yield runner.run(w)
-
-
-def slice_dict(r: Any) -> dict[str, Any]:
-    w = r.write
-    return {
-        "target": r.target,
-        "partition": r.partition,
-        "rows": r.rows,
-        "sql": r.sql,
-        "schema": w.schema if w else None,
-        "snapshot_id": w.snapshot_id if w else None,
-        "schema_change": w.schema_change.describe() if w and w.schema_change else None,
-        "warnings": w.warnings if w else [],
-        "skipped": bool(w and w.skipped),
-        "seconds": r.seconds,
-        "checks": [o.__dict__ for o in r.checks],
-    }

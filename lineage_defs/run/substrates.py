@@ -13,102 +13,13 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-from dataclasses import dataclass, field
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from lineage_defs import uris
 from lineage_defs.errors import Location, RunError
 from lineage_defs.run.quoting import ident, literal
-
-
-# RunSettings field → the environment variable it comes from (one table for
-# reading the code location's environment and for a step subprocess's).
-ENV_VARS = {
-    "state_dir": "LINEAGE_STATE_DIR",
-    "pipelines_dir": "LINEAGE_PIPELINES_DIR",
-    "postgres_dsn": "LINEAGE_PG_DSN",
-    "ducklake_catalog": "LINEAGE_DUCKLAKE_CATALOG",
-    "ducklake_data_path": "LINEAGE_DUCKLAKE_DATA_PATH",
-    "s3_endpoint_url": "LINEAGE_S3_ENDPOINT_URL",
-    "s3_bucket": "LINEAGE_S3_BUCKET",
-    "s3_region": "LINEAGE_S3_REGION",
-    "s3_access_key_id": "AWS_ACCESS_KEY_ID",
-    "s3_secret_access_key": "AWS_SECRET_ACCESS_KEY",
-}
-# Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
-ENV_PREFIXES = {
-    "postgres_dsns": "LINEAGE_PG_DSN_",
-    "ducklake_catalogs": "LINEAGE_DUCKLAKE_CATALOG_",
-    "ducklake_data_paths": "LINEAGE_DUCKLAKE_DATA_PATH_",
-}
-# May hold a password or key: never shown in the UI, logs or errors.
-SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key")
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """Connections for a run, resolved from the Dagster resource or a step's environment."""
-
-    state_dir: str
-    pipelines_dir: str = "pipelines"
-    postgres_dsn: str | None = None  # datatable://<any name> unless overridden below
-    postgres_dsns: dict[str, str] = field(default_factory=dict)  # per datatable name
-    ducklake_catalog: str | None = None  # "postgres:dbname=... host=..." for a PostgreSQL catalog
-    ducklake_data_path: str | None = None  # "s3://bucket/prefix/" for S3 data files
-    ducklake_catalogs: dict[str, str] = field(default_factory=dict)  # other lakes: ducklake://<name>
-    ducklake_data_paths: dict[str, str] = field(default_factory=dict)
-    s3_endpoint_url: str | None = None
-    s3_bucket: str | None = None  # the bucket of s3:///<key> when object storage is S3
-    s3_region: str | None = None
-    s3_access_key_id: str | None = None
-    s3_secret_access_key: str | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> RunSettings:
-        """Settings from LINEAGE_* variables (the code location's, or those a step subprocess was given)."""
-        values: dict[str, Any] = {f: env[v] for f, v in ENV_VARS.items() if env.get(v)}
-        for f, prefix in ENV_PREFIXES.items():
-            values[f] = {k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix) and v}
-        values["state_dir"] = os.path.abspath(values.get("state_dir", ".lineage"))
-        values["pipelines_dir"] = os.path.abspath(values.get("pipelines_dir", "pipelines"))
-        return cls(**values)
-
-    def to_env(self) -> dict[str, str]:
-        """The inverse of ``from_env``: what a step subprocess gets."""
-        out = {v: getattr(self, f) for f, v in ENV_VARS.items() if getattr(self, f)}
-        for f, prefix in ENV_PREFIXES.items():
-            out.update({f"{prefix}{k.upper()}": v for k, v in getattr(self, f).items() if v})
-        return out
-
-    # -- where things are -------------------------------------------------
-    @property
-    def state(self) -> Path:
-        return Path(self.state_dir)
-
-    def dsn(self, name: str) -> str:
-        dsn = self.postgres_dsns.get(name.lower()) or self.postgres_dsn
-        if not dsn:
-            raise RunError(
-                f"datatable://{name} has no PostgreSQL connection",
-                fix=f"set LINEAGE_PG_DSN (or LINEAGE_PG_DSN_{name.upper()}) or the lineage resource's postgres_dsn",
-            )
-        return dsn
-
-    @property
-    def s3_remote(self) -> bool:
-        return bool(self.s3_endpoint_url or self.s3_bucket)
-
-    def object_location(self, uri: str) -> str:
-        """Where an ``s3://`` object lives: a local path (default storage) or an s3:// URL."""
-        u = uris.parse(uri)
-        key = "/".join(u.path)
-        if u.authority:
-            return f"s3://{u.authority}/{key}"
-        if self.s3_bucket:
-            return f"s3://{self.s3_bucket}/{key}"
-        return str(self.state / "objects" / key)
+from lineage_defs.settings import SECRET_FIELDS, LineageSettings
 
 
 def extension_directory() -> str:
@@ -123,8 +34,8 @@ class StateLock:
     With DuckLake on a PostgreSQL catalog and a warehouse elsewhere, runs need no lock.
     """
 
-    def __init__(self, settings: RunSettings) -> None:
-        self.path = settings.state / ".duckdb.lock"
+    def __init__(self, settings: LineageSettings) -> None:
+        self.path = settings.lock_file
         self.fd: int | None = None
 
     def __enter__(self) -> StateLock:
@@ -147,7 +58,7 @@ class Session:
     ``datatable://crm``) to its catalog alias in this connection.
     """
 
-    def __init__(self, settings: RunSettings, attach_defaults: bool = True, skip: frozenset[str] = frozenset()) -> None:
+    def __init__(self, settings: LineageSettings, attach_defaults: bool = True, skip: frozenset[str] = frozenset()) -> None:
         import duckdb
 
         self.settings = settings
@@ -204,16 +115,16 @@ class Session:
                     raise RunError(f"ducklake://{name} is not configured", fix=f"set LINEAGE_DUCKLAKE_CATALOG_{name.upper()} (only 'main' has an embedded default)")
                 data = s.ducklake_data_paths.get(name.lower())
             else:
-                catalog = s.ducklake_catalog or str(s.state / "lake" / "metadata.ducklake")
-                data = s.ducklake_data_path or str(s.state / "lake" / "data") + "/"
+                catalog = s.ducklake_catalog or str(s.lake_catalog)
+                data = s.ducklake_data_path or f"{s.lake_data}/"
             if not s.ducklake_catalog or name != "main":
-                (s.state / "lake" / "data").mkdir(parents=True, exist_ok=True)
+                s.lake_data.mkdir(parents=True, exist_ok=True)
             opts = f" (DATA_PATH {literal(data)})" if data else ""
             if data and data.startswith("s3://"):
                 self.configure_s3()
             return f"ATTACH {literal('ducklake:' + catalog)} AS {ident(alias)}{opts}"
         if kind == "duckdb":
-            path = s.state / f"{name}.duckdb"
+            path = s.database_file(name)
             path.parent.mkdir(parents=True, exist_ok=True)
             return f"ATTACH {literal(str(path))} AS {ident(alias)}"
         if kind == "datatable":
@@ -345,10 +256,10 @@ _PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECAS
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
 
 
-def redact(text: str, settings: RunSettings) -> str:
+def redact(text: str, settings: LineageSettings) -> str:
     """Blank out secrets: every configured secret value, and any ``password=…`` or ``user:pass@`` in a DSN.
 
-    >>> redact("failed: host=db password=hunter2 dbname=x", RunSettings(state_dir="."))
+    >>> redact("failed: host=db password=hunter2 dbname=x", LineageSettings(state_dir="."))
     'failed: host=db password=<redacted> dbname=x'
     """
     for f in SECRET_FIELDS:

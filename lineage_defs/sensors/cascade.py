@@ -36,7 +36,8 @@ from dagster import (
     TimeWindowPartitionsDefinition,
 )
 
-from lineage_defs.plan.spec import StepSpec
+from lineage_defs.parse.model import Cascade
+from lineage_defs.plan.spec import AnyStep
 from lineage_defs.sensors.debounce import UpdatedWithin
 
 # A user-code automation sensor may target at most 500 entities (Dagster's limit).
@@ -57,7 +58,7 @@ def _deps_updated(keys: tuple[AssetKey, ...] | None) -> AutomationCondition:
 
 
 def condition_for(
-    step: StepSpec,
+    step: AnyStep,
     pdefs: Mapping[str, PartitionsDefinition | None],
     key_of: Mapping[str, AssetKey],
     memo: dict[tuple[Any, ...], AutomationCondition | None] | None = None,
@@ -69,7 +70,7 @@ def condition_for(
     so thousands of alike steps (a dbt project) build a handful of conditions.
     """
     deps = [d for d in step.deps if d.uri in key_of]  # external inputs (no key) never update in Dagster
-    if step.trigger == "manual" or not deps:
+    if step.trigger == Cascade.MANUAL or not deps:
         return None
     own = pdefs.get(step.uri)
     every = {d.uri for d in step.deps}
@@ -86,7 +87,7 @@ def condition_for(
         if w:
             windows.setdefault(float(w), []).append(key_of[d.uri])
     time_own = isinstance(own, TimeWindowPartitionsDefinition)
-    gate = (partitioned or deps) if step.trigger == "all" else []
+    gate = (partitioned or deps) if step.trigger == Cascade.ALL else []
     shape = (
         step.trigger,
         time_own,
@@ -105,9 +106,9 @@ def condition_for(
     return cond
 
 
-def _build(trigger: str, time_own: bool, shape: tuple[Any, ...], partitioned: bool, whole: bool, blocking: bool, windows: Mapping[float, list[AssetKey]]) -> AutomationCondition:
+def _build(trigger: Cascade, time_own: bool, shape: tuple[Any, ...], partitioned: bool, whole: bool, blocking: bool, windows: Mapping[float, list[AssetKey]]) -> AutomationCondition:
     _, _, gate, partitioned_keys, whole_keys, all_keys, blocking_keys, _ = shape
-    if trigger == "all":
+    if trigger == Cascade.ALL:
         pending = _deps_updated(gate[0]).since_last_handled()
         for keys in gate[1:]:
             pending = pending & _deps_updated(keys).since_last_handled()

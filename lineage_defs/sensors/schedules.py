@@ -26,7 +26,7 @@ from dagster import (
     define_asset_job,
 )
 
-from lineage_defs.plan.spec import StepSpec
+from lineage_defs.plan.spec import ScriptStep
 
 
 def closed_partition(pdef: TimeWindowPartitionsDefinition, tick: Any) -> str | None:
@@ -43,11 +43,11 @@ def closed_partition(pdef: TimeWindowPartitionsDefinition, tick: Any) -> str | N
     return pdef.get_partition_keys_in_time_window(window)[0]
 
 
-def schedule_name(step: StepSpec, index: int) -> str:
+def schedule_name(step: ScriptStep, index: int) -> str:
     return f"{step.name}__schedule" if index == 0 else f"{step.name}__schedule_{index + 1}"
 
 
-def step_schedules(step: StepSpec, keys: Sequence[AssetKey], pdef: PartitionsDefinition | None) -> list[ScheduleDefinition]:
+def step_schedules(step: ScriptStep, keys: Sequence[AssetKey], pdef: PartitionsDefinition | None) -> list[ScheduleDefinition]:
     out = []
     for i, sched in enumerate(step.schedules):
         name = schedule_name(step, i)

@@ -24,6 +24,8 @@ from lineage_defs.errors import RunError
 from lineage_defs.run.write import append, merge, partition_replace, replace, scd2
 from lineage_defs.run.write.base import Audit, WriteRequest, WriteResult
 from lineage_defs.run.write.context import Strategy, validate_request
+from lineage_defs.run.write.objects import write_object
+from lineage_defs.run.write.tables import write_table
 
 if TYPE_CHECKING:
     from lineage_defs.run.substrates import Session
@@ -49,12 +51,8 @@ def write(session: Session, req: WriteRequest, audit: Audit | None = None) -> Wr
     if uris.PARTITION_TOKEN in req.uri:
         raise RunError(f"'{req.uri}' still holds {uris.PARTITION_TOKEN}", fix="resolve the partition into the URI before writing")
     if u.kind in TABLE_KINDS:
-        from lineage_defs.run.write.tables import write_table
-
         return write_table(session, req, strategy, audit)
     if u.is_parquet:
-        from lineage_defs.run.write.objects import write_object
-
         return write_object(session, req, strategy, audit)
     raise RunError(
         f"cannot write to '{req.uri}': managed writes go to tables or Parquet objects",

@@ -20,6 +20,7 @@ import re
 from typing import TYPE_CHECKING
 
 from lineage_defs.errors import RunError
+from lineage_defs.run.quoting import ident
 
 if TYPE_CHECKING:
     from lineage_defs.run.write.context import WriteContext
@@ -36,8 +37,6 @@ def check_id(batch: str) -> str:
 
 
 def table_name(ctx: WriteContext) -> str:
-    from lineage_defs.run.write.context import ident
-
     return f"{ident(ctx.catalog)}.{ident(ctx.schema)}.{ident(TABLE)}"
 
 

@@ -19,9 +19,9 @@ import os
 import uuid
 from typing import TYPE_CHECKING
 
+from lineage_defs.run.write import ledger
 from lineage_defs.run.write.base import Audit, WriteRequest, WriteResult
 from lineage_defs.run.write.context import Strategy, WriteContext, ident, prepare, result, rollback
-from lineage_defs.run.write import ledger
 from lineage_defs.run.write.schema import plan_columns
 
 if TYPE_CHECKING:

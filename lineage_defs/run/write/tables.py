@@ -13,17 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lineage_defs import uris
-from lineage_defs.run.write.base import Audit, WriteRequest, WriteResult
-from lineage_defs.run.write.context import (
-    Strategy,
-    WriteContext,
-    ident,
-    prepare,
-    result,
-    rollback,
-    split_qualified,
-)
 from lineage_defs.run.write import ledger
+from lineage_defs.run.write.base import Audit, WriteRequest, WriteResult
+from lineage_defs.run.write.context import Strategy, WriteContext, ident, prepare, result, rollback, split_qualified
 from lineage_defs.run.write.schema import plan_columns
 
 if TYPE_CHECKING:

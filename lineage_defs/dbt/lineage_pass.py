@@ -4,7 +4,7 @@ After the build, for the models it built:
 
 1. an engine with static analysis (dbt Fusion) compiles again with
    ``--static-analysis strict`` into a target path of its own, and its parquet
-   index is read (``run/dbt_index.py``);
+   index is read (``index.py``);
 2. dbt-core 1.x has no such analysis: the compiled SQL the build wrote
    (``<target>/compiled/<project>/<path>``) goes through the project's own SQL
    lineage (sqlglot), cached by the compiled SQL's hash — no warehouse query.
@@ -28,11 +28,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from lineage_defs.plan.dbt_lineage import model_edges
-from lineage_defs.plan.spec import ColumnEdge
-from lineage_defs.run.dbt_index import IndexUnavailable, find_index, read_index
+from lineage_defs.dbt.index import IndexUnavailable, find_index, read_index
+from lineage_defs.dbt.model_lineage import model_edges
+from lineage_defs.plan.spec import ColumnEdge, EdgeKind
 
 CACHE_VERSION = "dbt-lineage-v1"
 
@@ -135,7 +134,7 @@ def _sqlglot_lineage(
             hit = {"edges": [[e.source, e.target, e.kind] for e in model_edges(m.uri, a.edges, resolve)], "columns": list(a.output_columns or [])}
             cache.entries[key] = hit
             cache.dirty = True
-        edges[m.uri] = tuple(ColumnEdge(s, t, k) for s, t, k in hit["edges"])
+        edges[m.uri] = tuple(ColumnEdge(s, t, EdgeKind(k)) for s, t, k in hit["edges"])
         if hit["columns"]:
             columns[m.uri] = hit["columns"]
     note = f"no compiled SQL for {missing} of {len(models)} models" if missing else None
@@ -163,75 +162,85 @@ def _index_lineage(
         if src is None:  # a node outside the graph (e.g. an unselected package model)
             continue
         target = by_id[tn] if tc is None else f"{by_id[tn]}.{tc}"
-        edges.setdefault(by_id[tn], []).append(ColumnEdge(f"{src}.{fc}", target, kind))
+        edges.setdefault(by_id[tn], []).append(ColumnEdge(f"{src}.{fc}", target, EdgeKind(kind)))
     columns = {by_id[u]: cols for u, cols in idx.columns.items() if u in by_id}
     return {u: tuple(dict.fromkeys(es)) for u, es in edges.items()}, columns, idx.truncated
 
 
-def lineage_pass(
-    models: Sequence[BuiltModel],
-    *,
-    engine: Engine,
-    build_target: Path,
-    project_name: str,
-    node_uris: Mapping[str, str],
-    aliases: Mapping[str, str],
-    budget_seconds: float,
-    static_compile: Callable[[Path, float], subprocess.CompletedProcess[str]] | None = None,
-    cache_file: Path | None = None,
-    caps: Mapping[str, int] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    prelude: str = "",
-) -> PassResult:
-    """Column lineage and columns of ``models`` after a build; never raises an ``Exception``.
+StaticCompile = Callable[[Path, float], "subprocess.CompletedProcess[str]"]
+
+
+@dataclass(frozen=True)
+class LineagePass:
+    """The pass over one build of one project; ``run(models, budget)`` never raises an ``Exception``.
 
     ``node_uris`` maps every dbt unique id (models and sources) to its asset
-    URI, ``aliases`` the URIs the SQL analysis gives to dbt model URIs (``prelude``
-    declares a project's own databases to it). ``static_compile(target,
-    timeout)`` runs the engine's strict compile into ``target``.
+    URI, ``aliases`` the URIs the SQL analysis gives to dbt model URIs
+    (``prelude`` declares a project's own databases to it).
+    ``static_compile(target, timeout)`` runs the engine's strict compile into ``target``.
     """
-    start = clock()
-    deadline = start + max(budget_seconds, 0.0)
-    result = PassResult()
-    if not models:
-        return result
-    notes: list[str] = []
-    try:
-        if engine.kind == "unknown":
-            notes.append(f"wrong engine: {engine.executable or 'dbt'} {engine.version} has no static analysis and is not dbt-core")
-        elif engine.kind == "static" and static_compile is not None:
-            with tempfile.TemporaryDirectory(prefix="lineage-dbt-analysis-") as own:
-                done = static_compile(Path(own), max(deadline - clock(), 0.0))
-                folder = find_index(Path(own))
-                if done.returncode != 0:
-                    tail = " ".join((done.stdout + done.stderr).split())[-300:]
-                    notes.append(f"static analysis rejected (exit {done.returncode}): {tail}")
-                elif folder is None:
-                    notes.append("the engine wrote no lineage index (looked in target/index/ and target/info_schema/v1/)")
+
+    engine: Engine
+    build_target: Path
+    project_name: str
+    node_uris: Mapping[str, str]
+    aliases: Mapping[str, str]
+    prelude: str = ""
+    static_compile: StaticCompile | None = None
+    cache_file: Path | None = None
+    caps: Mapping[str, int] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+
+    def run(self, models: Sequence[BuiltModel], budget_seconds: float) -> PassResult:
+        """Column lineage and columns of ``models`` after the build."""
+        clock = self.clock
+        start = clock()
+        deadline = start + max(budget_seconds, 0.0)
+        result = PassResult()
+        if not models:
+            return result
+        notes: list[str] = []
+        try:
+            if self.engine.kind == "unknown":
+                notes.append(f"wrong engine: {self.engine.executable or 'dbt'} {self.engine.version} has no static analysis and is not dbt-core")
+            elif self.engine.kind == "static" and self.static_compile is not None:
+                self._from_index(models, deadline, result, notes)
+            if not result.source and self.engine.kind != "unknown":
+                if clock() > deadline:
+                    notes.append("time budget spent before the SQL analysis")
                 else:
-                    try:
-                        edges, cols, truncated = _index_lineage(models, folder, node_uris, deadline, caps or {})
-                        result.edges, result.columns, result.source = edges, cols, "index"
-                        if truncated:
-                            notes.append(f"lineage index: {truncated}")
-                    except IndexUnavailable as e:
-                        notes.append(f"lineage index unusable: {e}")
-        if not result.source and engine.kind != "unknown":
-            if clock() > deadline:
-                notes.append("time budget spent before the SQL analysis")
+                    # dbt-core 1.x, or the index failed: sqlglot over the build's compiled SQL
+                    cache = _SqlCache(self.cache_file)
+                    compiled = self.build_target / "compiled" / self.project_name
+                    edges, cols, note = _sqlglot_lineage(models, compiled, self.aliases, cache, deadline, clock, self.prelude)
+                    cache.save()
+                    result.edges, result.source = edges, "sqlglot"
+                    result.columns = {u: [(c, "unknown") for c in cs] for u, cs in cols.items()}
+                    if note:
+                        notes.append(note)
+        except subprocess.TimeoutExpired:
+            notes.append("time budget reached during the static-analysis compile")
+        except Exception as e:  # the pass must never fail the build
+            notes.append(f"lineage pass failed: {type(e).__name__}: {e}")
+        result.seconds = clock() - start
+        result.note = "; ".join(notes) if notes else None
+        return result
+
+    def _from_index(self, models: Sequence[BuiltModel], deadline: float, result: PassResult, notes: list[str]) -> None:
+        assert self.static_compile is not None
+        with tempfile.TemporaryDirectory(prefix="lineage-dbt-analysis-") as own:
+            done = self.static_compile(Path(own), max(deadline - self.clock(), 0.0))
+            folder = find_index(Path(own))
+            if done.returncode != 0:
+                tail = " ".join((done.stdout + done.stderr).split())[-300:]
+                notes.append(f"static analysis rejected (exit {done.returncode}): {tail}")
+            elif folder is None:
+                notes.append("the engine wrote no lineage index (looked in target/index/ and target/info_schema/v1/)")
             else:
-                # dbt-core 1.x, or the index failed: sqlglot over the build's compiled SQL
-                cache = _SqlCache(cache_file)
-                edges2, cols2, note = _sqlglot_lineage(models, build_target / "compiled" / project_name, aliases, cache, deadline, clock, prelude)
-                cache.save()
-                result.edges, result.source = edges2, "sqlglot"
-                result.columns = {u: [(c, "unknown") for c in cs] for u, cs in cols2.items()}
-                if note:
-                    notes.append(note)
-    except subprocess.TimeoutExpired:
-        notes.append("time budget reached during the static-analysis compile")
-    except Exception as e:  # the pass must never fail the build
-        notes.append(f"lineage pass failed: {type(e).__name__}: {e}")
-    result.seconds = clock() - start
-    result.note = "; ".join(notes) if notes else None
-    return result
+                try:
+                    edges, cols, truncated = _index_lineage(models, folder, self.node_uris, deadline, self.caps)
+                    result.edges, result.columns, result.source = edges, cols, "index"
+                    if truncated:
+                        notes.append(f"lineage index: {truncated}")
+                except IndexUnavailable as e:
+                    notes.append(f"lineage index unusable: {e}")

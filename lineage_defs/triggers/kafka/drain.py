@@ -34,6 +34,20 @@ class KafkaUnavailable(RuntimeError):
     """The brokers or the topic cannot be reached; the message says which and how to fix it."""
 
 
+@dataclass(frozen=True)
+class KafkaSource:
+    """One topic as a step's sensor reads it: where, as which group, how much per tick."""
+
+    bootstrap: str  # host:port,…
+    topic: str
+    group: str
+    partition_of: PartitionOf | None = None  # None: the step takes no partition from events
+    max_messages: int = 200_000
+    budget_seconds: float = 10.0
+    chunk: int = 10_000  # messages per store transaction (and offset commit)
+    config: dict[str, Any] = field(default_factory=dict)  # extra consumer settings
+
+
 @dataclass
 class DrainResult:
     consumed: int = 0
@@ -62,24 +76,14 @@ def _headers(raw: Any) -> list[tuple[str, str | None]]:
     return [(str(k), v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v) for k, v in pairs]
 
 
-def drain(
-    store: EventStore,
-    stream: str,
-    *,
-    bootstrap: str,
-    topic: str,
-    group: str,
-    partition_of: PartitionOf | None = None,
-    max_messages: int = 200_000,
-    budget_seconds: float = 10.0,
-    chunk: int = 10_000,
-    config: dict[str, Any] | None = None,
-) -> DrainResult:
+def drain(store: EventStore, stream: str, source: KafkaSource) -> DrainResult:
     """Move what the topic holds beyond the stream's position into the store, within the budget."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
+    bootstrap, topic, group, partition_of = source.bootstrap, source.topic, source.group, source.partition_of
+    max_messages, budget_seconds, chunk = source.max_messages, source.budget_seconds, source.chunk
     out = DrainResult()
-    consumer = Consumer(consumer_config(bootstrap, group, config))
+    consumer = Consumer(consumer_config(bootstrap, group, source.config))
     try:
         try:
             meta = consumer.list_topics(topic, timeout=10)

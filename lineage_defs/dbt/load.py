@@ -8,30 +8,29 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lineage_defs.dbt.model_lineage import LineageInputs, with_lineage
+from lineage_defs.dbt.nodes import dbt_steps, relation_aliases
+from lineage_defs.dbt.project import DbtProject, discover, open_project
+from lineage_defs.dbt.relations import own_catalogs
 from lineage_defs.errors import LineageDefsError
 from lineage_defs.plan.cache import PlanCache, content_hash
-from lineage_defs.plan.dbt import DbtProject, dbt_steps, discover_dbt, load_dbt_project, own_catalogs, relation_aliases
-from lineage_defs.plan.dbt_lineage import with_lineage
-from lineage_defs.plan.dbt_manifest import DbtEnv
-from lineage_defs.plan.spec import Analysis, Dep, Problem, StepSpec
+from lineage_defs.plan.spec import Analysis, DbtStep, Dep, Problem
+from lineage_defs.settings import LineageSettings
+
+# (SQL, known upstream columns) → the SQL's analysis: the plan's own SQL analysis, handed in
+Analyze = Callable[[str, Mapping[str, Sequence[str]] | None], Analysis]
 
 
 @dataclass(frozen=True)
 class DbtLoad:
-    steps: tuple[StepSpec, ...] = ()
+    steps: tuple[DbtStep, ...] = ()
     aliases: Mapping[str, str] = field(default_factory=dict)  # script-side URI → dbt model URI
     projects: tuple[DbtProject, ...] = ()
     errors: tuple[LineageDefsError, ...] = ()
-    lineage_inputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per project: refs, sources, vars
+    lineage_inputs: Mapping[str, LineageInputs] = field(default_factory=dict)  # per project path
     pipelines: frozenset[str] = frozenset()  # pipelines holding a dbt project (valid or not)
 
-    def with_lineage(
-        self,
-        schemas: dict[str, tuple[str, ...]],
-        resolve: Callable[[str], str],
-        analyze: Callable[[str, Mapping[str, Sequence[str]] | None], Analysis],
-        cache: PlanCache,
-    ) -> list[StepSpec]:
+    def with_lineage(self, schemas: dict[str, tuple[str, ...]], resolve: Callable[[str], str], analyze: Analyze, cache: PlanCache) -> list[DbtStep]:
         """The dbt steps with deps resolved and load-time column lineage (cached: a warm load renders nothing)."""
         if not self.steps:
             return []
@@ -53,34 +52,37 @@ class DbtLoad:
 _UNRENDERABLE = Analysis(trailing_select=False, problems=(Problem("dbt SQL not renderable at load time", 0, 0, None),))
 
 
-def load_dbt(root: Path, skip: set[str], cache_dir: Path | None, env: DbtEnv | None) -> DbtLoad:
+def load_dbt(root: Path, skip: set[str], settings: LineageSettings) -> DbtLoad:
     """Discover, parse (cached) and plan every dbt project under ``root``."""
-    found = list(discover_dbt(root, skip))
+    found = list(discover(root, skip))
     if not found:
         return DbtLoad()
-    env = env or DbtEnv(str(cache_dir.parent if cache_dir else Path(".lineage")))
     errors: list[LineageDefsError] = []
     loaded: list[tuple[DbtProject, Mapping[str, Any]]] = []
     for pipeline, folder in found:
-        project, nodes, errs = load_dbt_project(root, pipeline, folder, env, cache_dir)
-        errors.extend(errs)
-        if project is not None:
-            loaded.append((project, nodes))
-    names: set[str] = set()
-    steps, errs = dbt_steps(loaded, names)
+        opened = open_project(root, pipeline, folder, settings)
+        errors.extend(opened.errors)
+        if opened.project is not None:
+            loaded.append((opened.project, opened.nodes))
+    steps, errs = dbt_steps(loaded, set())
     errors.extend(errs)
-    inputs = {p.path: _lineage_inputs(p, nodes) for p, nodes in loaded}
-    return DbtLoad(tuple(steps), relation_aliases(steps), tuple(p for p, _ in loaded), tuple(errors), inputs, frozenset(p for p, _ in found))
+    aliases = relation_aliases(steps)
+    projects: list[tuple[DbtProject, Mapping[str, Any]]] = []
+    for project, nodes in loaded:
+        prelude, own = own_catalogs(project.node_uris, project.default_profile)
+        lineage_aliases = tuple(sorted({**aliases, **own}.items()))
+        projects.append((replace(project, lineage_prelude=prelude, lineage_aliases=lineage_aliases), nodes))
+    inputs = {p.path: _lineage_inputs(p, nodes) for p, nodes in projects}
+    return DbtLoad(tuple(steps), aliases, tuple(p for p, _ in projects), tuple(errors), inputs, frozenset(p for p, _ in found))
 
 
-def _lineage_inputs(project: DbtProject, nodes: Mapping[str, Any]) -> dict[str, Any]:
+def _lineage_inputs(project: DbtProject, nodes: Mapping[str, Any]) -> LineageInputs:
     """What rendering a model's SQL needs: relation names of refs and sources, and vars."""
     refs = {}
     for n in nodes["nodes"].values():
         if n["resource_type"] in ("model", "seed", "snapshot") and n.get("relation_name"):
             refs[n["name"]] = n["relation_name"]
     sources = {(s["source_name"], s["name"]): s["relation_name"] for s in nodes["sources"].values() if s.get("relation_name")}
-    prelude, aliases = own_catalogs(project)
-    inputs = content_hash(json.dumps(sorted(refs.items())), json.dumps(sorted(sources.items())), project.config.vars_json, prelude)
-    return {"refs": refs, "sources": sources, "vars": json.loads(project.config.vars_json or "{}"), "inputs": inputs, "prelude": prelude, "aliases": aliases}
-
+    _, own = own_catalogs(project.node_uris, project.default_profile)
+    key = content_hash(json.dumps(sorted(refs.items())), json.dumps(sorted(sources.items())), project.config.vars_json, project.lineage_prelude)
+    return LineageInputs(refs, sources, json.loads(project.config.vars_json or "{}"), key, project.lineage_prelude, own)

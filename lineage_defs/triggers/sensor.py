@@ -1,4 +1,4 @@
-"""Stored events → runs: what the Kafka and webhook sensors share.
+"""Stored events → runs: what every event trigger's sensor shares.
 
 Each tick: cut the stream's new events into batches (one store transaction),
 then ask for a run per batch that has none yet, ``run_key`` = batch id (so
@@ -12,8 +12,8 @@ target's ledger makes a second execution of a batch a no-op.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dagster import (
@@ -30,30 +30,19 @@ from dagster import (
     SkipReason,
 )
 
-from lineage_defs.events.store import EventStore
-from lineage_defs.run.events import BATCH_TAG, STREAM_TAG
+from lineage_defs.events.store import BATCH_TAG, STREAM_TAG, EventStore
+from lineage_defs.settings import LineageSettings
 
 DEFAULT_MAX_BATCH = 10_000
 
 
-@dataclass(frozen=True)
-class EventSettings:
-    """How the event sensors behave; from ``LineageSettings``."""
-
-    state_dir: str
-    interval: int = 5  # seconds between ticks
-    max_runs_per_tick: int = 25
-    poll_seconds: float = 10.0  # Kafka: how long one tick may read
-    retention_days: float = 7.0  # a batch whose run succeeded is deleted from the store after this
-
-
-def event_sensor(name: str, evaluate: Any, keys: Sequence[AssetKey], settings: EventSettings, description: str) -> SensorDefinition:
-    """A Kafka or webhook sensor: targets the step's assets, RUNNING by default."""
+def event_sensor(name: str, evaluate: Any, keys: Sequence[AssetKey], settings: LineageSettings, description: str) -> SensorDefinition:
+    """An event trigger's sensor: targets the step's assets, RUNNING by default."""
     return SensorDefinition(
         name=name,
         evaluation_fn=evaluate,
         asset_selection=list(keys),
-        minimum_interval_seconds=settings.interval,
+        minimum_interval_seconds=settings.event_interval,
         default_status=DefaultSensorStatus.RUNNING,
         description=description,
     )
@@ -70,17 +59,15 @@ def known_runs(instance: Any, batch_ids: Sequence[str]) -> set[str]:
     return instance_batches(instance, batch_ids)
 
 
-def prune(context: Any, store: EventStore, stream: str, settings: EventSettings) -> None:
+def prune(context: Any, store: EventStore, stream: str, settings: LineageSettings) -> None:
     """Drop old batches whose run succeeded (a re-execution after that has no batch to read)."""
-    import time
-
-    old = store.old_batches(stream, time.time() - settings.retention_days * 86400)
+    old = store.old_batches(stream, time.time() - settings.batch_retention_days * 86400)
     if not old:
         return
     done = instance_batches(context.instance, old, [DagsterRunStatus.SUCCESS])
     if done:
         n = store.prune(done)
-        context.log.info(f"pruned {len(done)} batches ({n} events) older than {settings.retention_days:g} days whose runs succeeded")
+        context.log.info(f"pruned {len(done)} batches ({n} events) older than {settings.batch_retention_days:g} days whose runs succeeded")
 
 
 def instance_batches(instance: Any, batch_ids: Sequence[str], statuses: Sequence[Any] | None = None) -> set[str]:
@@ -95,7 +82,7 @@ def emit(
     *,
     max_batch: int,
     pdef: PartitionsDefinition | None,
-    settings: EventSettings,
+    settings: LineageSettings,
     note: str = "",
 ) -> SensorResult:
     """Cut batches and ask for the runs still missing; a SkipReason saying what was seen when there are none."""

@@ -14,11 +14,22 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from lineage_defs.errors import Location, SpecError, did_you_mean
 
-TEST_BEHAVIORS = ("build", "after_all", "none")
+
+class TestBehavior(StrEnum):
+    """When dbt tests run: with their model (``dbt build``), after all models (``run`` then ``test``), or not at all."""
+
+    __test__ = False  # not a pytest class
+
+    BUILD = "build"
+    AFTER_ALL = "after_all"
+    NONE = "none"
+
+
 KEYS = ("select", "exclude", "selector", "vars", "target", "threads", "test_behavior", "column_lineage")
 
 
@@ -32,8 +43,7 @@ class DbtConfig:
     vars_json: str = ""  # `vars` as canonical JSON (frozen data; passed to dbt as --vars)
     target: str | None = None
     threads: int | None = None
-    # build: tests run with their model (`dbt build`); after_all: `dbt run`, then `dbt test`; none: no tests
-    test_behavior: str = "build"
+    test_behavior: TestBehavior = TestBehavior.BUILD
     column_lineage: bool = True
     errors: tuple[SpecError, ...] = field(default=(), compare=False)
 
@@ -118,12 +128,13 @@ def _value(key: str, node: Any, loc: Any, errors: list[SpecError]) -> Any:
             return None
         return int(str(raw))
     if key == "test_behavior":
-        if not scalar or raw not in TEST_BEHAVIORS:
-            guess = did_you_mean(str(raw), TEST_BEHAVIORS) if scalar else None
-            fix = f"did you mean '{guess}'?" if guess else f"one of {', '.join(TEST_BEHAVIORS)}"
+        choices = [b.value for b in TestBehavior]
+        if not scalar or raw not in choices:
+            guess = did_you_mean(str(raw), choices) if scalar else None
+            fix = f"did you mean '{guess}'?" if guess else f"one of {', '.join(choices)}"
             errors.append(SpecError(f"bad test_behavior '{raw if scalar else '…'}'", loc(node), fix))
             return None
-        return str(raw)
+        return TestBehavior(raw)
     if key == "column_lineage":
         value = yaml.safe_load(yaml.serialize(node)) if scalar else None
         if not isinstance(value, bool):

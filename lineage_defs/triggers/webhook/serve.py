@@ -12,22 +12,23 @@ code location:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from lineage_defs.events.store import store_path
+from lineage_defs.assets.partitions import partitions_def
+from lineage_defs.errors import ProjectErrors
+from lineage_defs.plan.graph import webhooks
+from lineage_defs.plan.names import hook_env, webhook_stream
+from lineage_defs.plan.project import load_project
 from lineage_defs.plan.spec import Project
-from lineage_defs.run.events import hook_env, hooks, webhook_stream
-from lineage_defs.webhooks.app import DEFAULT_MAX_BYTES, Hook, make_app
+from lineage_defs.settings import LineageSettings
+from lineage_defs.triggers.keys import default_source, partition_key
+from lineage_defs.triggers.webhook.app import DEFAULT_MAX_BYTES, Hook, make_app
 
 
 def build_hooks(project: Project, env: Mapping[str, str]) -> dict[str, Hook]:
     """Every `on webhook` line of the project as a Hook with its credentials and partition rule."""
-    from lineage_defs.assets.partitions import partitions_def
-    from lineage_defs.sensors.keys import default_source, partition_key
-
     out: dict[str, Hook] = {}
-    for name, (step, w) in hooks(project.steps).items():
+    for name, step, w in webhooks(project.steps):
         suffix = hook_env(name)
         pdef = partitions_def(step.partitioning, step.name, live=True)
         source = default_source(step.partitioning, w.partition_from)
@@ -48,17 +49,15 @@ def build_hooks(project: Project, env: Mapping[str, str]) -> dict[str, Hook]:
 
 
 def app_from_env(env: Mapping[str, str], folder: str | None = None) -> tuple[Any, dict[str, Hook]]:
-    from lineage_defs.plan.project import load_project
-
-    state = Path(env.get("LINEAGE_STATE_DIR", ".lineage"))
-    project = load_project(Path(folder or env.get("LINEAGE_PIPELINES_DIR", "pipelines")), cache_dir=state / "cache")
+    settings = LineageSettings.from_env(env)
+    if folder:
+        settings = settings.replace(pipelines_dir=folder)
+    project = load_project(settings.pipelines_dir, settings)
     if project.errors:
-        from lineage_defs.errors import ProjectErrors
-
         raise ProjectErrors(project.errors)
     hooks_ = build_hooks(project, env)
     max_bytes = int(env.get("LINEAGE_WEBHOOK_MAX_BYTES") or DEFAULT_MAX_BYTES)
-    return make_app(hooks_, store_path(state), max_bytes), hooks_
+    return make_app(hooks_, settings.events_store, max_bytes), hooks_
 
 
 def serve(host: str, port: int, env: Mapping[str, str], folder: str | None = None) -> int:

@@ -1,6 +1,6 @@
-"""``python -m lineage_defs.plan.dbt_parse_main <json>``: dbt parse, then the selection, in one dbt process.
+"""``python -m lineage_defs.dbt.parse_main <json>``: dbt parse, then the selection, in one dbt process.
 
-Run by ``plan/dbt_manifest.py`` in a subprocess (dbt keeps global state and
+Run by ``manifest.py`` in a subprocess (dbt keeps global state and
 costs seconds to import; one process pays that once). Writes
 ``manifest.json`` and ``partial_parse.msgpack`` into ``target`` (dbt's own
 artifacts) and ``selected.json`` (unique ids, or null for everything).

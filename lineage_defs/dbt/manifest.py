@@ -1,4 +1,5 @@
-"""A dbt project's manifest, parsed once by dbt and cached by content hash.
+"""A dbt project's profile and manifest: the profile generated for the embedded default, the
+manifest parsed once by dbt and cached by content hash.
 
 ``dbt parse`` costs seconds (tens of seconds for thousands of models) and
 every Dagster run process loads the code location again, so the manifest is
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from lineage_defs.errors import Location, SpecError
+from lineage_defs.run.substrates import extension_directory
+from lineage_defs.settings import LineageSettings
 
 # Bump when what is kept from the manifest changes.
 MANIFEST_CACHE_VERSION = "dbt-v1"
@@ -51,36 +54,34 @@ _SOURCE_FIELDS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class DbtEnv:
-    """Where the embedded default lives, for the generated profile."""
+def _setting(settings: LineageSettings, field: str, var: str, default: str) -> str:
+    """How the generated profile names one lake setting.
 
-    state_dir: str
+    Set from the environment (the code location's way): dbt reads the variable
+    in its own process, so a password never lands in the file. Set in code: the
+    value itself, in a file only its owner reads (``profiles_dir``).
+    """
+    value = getattr(settings, field)
+    if value and field not in settings.secret_env:
+        return str(value)
+    return "{{ env_var('%s', '%s') }}" % (var, default)
 
 
-def _extension_directory() -> str:
-    import duckdb_ext  # the duckdb-ext-* wheels install into this namespace package
-
-    return os.path.join(list(duckdb_ext.__path__)[0], "extensions")
-
-
-def default_profile(profile: str, env: DbtEnv, threads: int | None = None) -> str:
+def default_profile(profile: str, settings: LineageSettings, threads: int | None = None) -> str:
     """profiles.yml for a project that brings none: dbt-duckdb on ``warehouse.duckdb``, ``main`` DuckLake as ``lake``.
 
     Offline: extensions load from the duckdb-ext-* wheels, nothing is installed.
     """
-    state = Path(env.state_dir).resolve()
-    # A configured lake (LINEAGE_DUCKLAKE_CATALOG may hold a password) is read by dbt from the
-    # environment of its own process; the file only names the variables and the embedded default.
-    catalog = "{{ env_var('LINEAGE_DUCKLAKE_CATALOG', '%s') }}" % (state / "lake" / "metadata.ducklake")
-    data = "{{ env_var('LINEAGE_DUCKLAKE_DATA_PATH', '%s/') }}" % (state / "lake" / "data")
+    s = settings.replace(state_dir=str(Path(settings.state_dir).resolve()))
+    catalog = _setting(s, "ducklake_catalog", "LINEAGE_DUCKLAKE_CATALOG", str(s.lake_catalog))
+    data = _setting(s, "ducklake_data_path", "LINEAGE_DUCKLAKE_DATA_PATH", f"{s.lake_data}/")
     output = {
         "type": "duckdb",
-        "path": str(state / "warehouse.duckdb"),
+        "path": str(s.database_file("warehouse")),
         "database": "warehouse",
         "schema": "main",
         "threads": threads or 1,
-        "config_options": {"extension_directory": _extension_directory(), "autoinstall_known_extensions": False, "autoload_known_extensions": True},
+        "config_options": {"extension_directory": extension_directory(), "autoinstall_known_extensions": False, "autoload_known_extensions": True},
         "attach": [{"path": f"ducklake:{catalog}", "alias": "lake", "options": {"data_path": data}}],
     }
     return json.dumps({profile: {"target": "lineage", "outputs": {"lineage": output}}}, indent=2, sort_keys=True)  # JSON is YAML
@@ -95,18 +96,18 @@ def profile_name(project_dir: Path) -> tuple[str, str]:
     return name, str(data.get("profile") or name)
 
 
-def profiles_dir(project_dir: Path, env: DbtEnv, threads: int | None = None) -> tuple[Path, bool]:
+def profiles_dir(project_dir: Path, settings: LineageSettings, threads: int | None = None) -> tuple[Path, bool]:
     """(the folder holding profiles.yml, whether it is the generated default)."""
     if (project_dir / "profiles.yml").exists():
         return project_dir, False
     _, profile = profile_name(project_dir)
-    text = default_profile(profile, env, threads)
-    folder = Path(env.state_dir).resolve() / "dbt" / "profiles" / hashlib.sha256(f"{project_dir.resolve()}\0{text}".encode()).hexdigest()[:16]
+    text = default_profile(profile, settings, threads)
+    folder = settings.dbt_profiles_dir.resolve() / hashlib.sha256(f"{project_dir.resolve()}\0{text}".encode()).hexdigest()[:16]
     target = folder / "profiles.yml"
     # DuckDB creates the embedded lake's catalog file on first ATTACH, but not its folder
-    (Path(env.state_dir).resolve() / "lake" / "data").mkdir(parents=True, exist_ok=True)
+    settings.lake_data.mkdir(parents=True, exist_ok=True)
     if not target.exists() or target.read_text() != text:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         _atomic_write(target, text)
     return folder, True
 
@@ -136,7 +137,7 @@ def project_hash(project_dir: Path, profiles: Path, cli_args: list[str]) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")  # created 0600
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)
@@ -213,7 +214,7 @@ def parse_project(
     with tempfile.TemporaryDirectory(prefix="lineage-dbt-parse-") as tmp:
         # dbt's own parser (and selection), in a process of its own: dbt keeps global state
         spec = {"project_dir": str(project_dir.resolve()), "profiles_dir": str(profiles.resolve()), "target": tmp, "args": cli_args, "selection": selection}
-        done = subprocess.run([sys.executable, "-m", "lineage_defs.plan.dbt_parse_main", json.dumps(spec)], cwd=project_dir,
+        done = subprocess.run([sys.executable, "-m", "lineage_defs.dbt.parse_main", json.dumps(spec)], cwd=project_dir,
                               env={**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}, capture_output=True, text=True)  # fmt: skip
         manifest_path = Path(tmp) / "manifest.json"
         if done.returncode != 0 or not manifest_path.exists():

@@ -1,8 +1,8 @@
 """``on kafka topic=...`` → a sensor per (step, topic), RUNNING by default.
 
-A tick drains the topic into the event store (``lineage_defs.events.kafka``:
-messages stored before offsets are committed), then asks for one run per
-batch (``sensors.batches``). Brokers come from the settings
+A tick drains the topic into the event store (``drain``: messages stored
+before offsets are committed), then asks for one run per batch
+(``triggers.sensor.emit``). Brokers come from the settings
 (``LINEAGE_KAFKA_BOOTSTRAP`` or ``LINEAGE_KAFKA_BOOTSTRAP_<CONNECTION>``); a
 step whose connection has none skips with that reason, so a project without
 Kafka still loads and runs. The consumer group defaults to one per asset.
@@ -10,34 +10,31 @@ Kafka still loads and runs. The consumer group defaults to one per asset.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from dagster import AssetKey, PartitionsDefinition, SensorDefinition, SensorResult, SkipReason
 
 from lineage_defs.events.partition import PartitionValueError, raw_value
-from lineage_defs.events.store import EventStore, store_path
+from lineage_defs.events.store import EventStore
 from lineage_defs.parse.model import Kafka
-from lineage_defs.plan.spec import StepSpec
-from lineage_defs.run.events import kafka_stream
-from lineage_defs.sensors.batches import DEFAULT_MAX_BATCH, EventSettings, emit, event_sensor, slug
-from lineage_defs.sensors.keys import default_source, partition_key
+from lineage_defs.plan.names import kafka_stream
+from lineage_defs.plan.spec import ScriptStep
+from lineage_defs.settings import LineageSettings
+from lineage_defs.triggers.keys import default_source, partition_key
+from lineage_defs.triggers.sensor import DEFAULT_MAX_BATCH, emit, event_sensor, slug
 
 
-def sensor_name(step: StepSpec, k: Kafka) -> str:
+def sensor_name(step: ScriptStep, k: Kafka) -> str:
     return f"{step.name}__kafka_{slug(k.topic)}"
 
 
-def group_of(step: StepSpec, k: Kafka) -> str:
+def group_of(step: ScriptStep, k: Kafka) -> str:
     """``group=``, else one group per asset: ``lineage.<asset uri>``."""
     return k.group or f"lineage.{step.uri}"
 
 
-def bootstrap_for(connection: str, servers: Mapping[str, str]) -> str | None:
-    return servers.get(connection.lower()) or (servers.get("default") if connection == "default" else None)
-
-
-def partition_function(step: StepSpec, source: str | None, pdef: PartitionsDefinition | None) -> Any:
+def partition_function(source: str | None, pdef: PartitionsDefinition | None) -> Any:
     """(key, value, headers, ts) → (partition key, error) for the drain; None when the step takes no partition."""
     if source is None or pdef is None:
         return None
@@ -51,32 +48,23 @@ def partition_function(step: StepSpec, source: str | None, pdef: PartitionsDefin
     return of
 
 
-def kafka_sensor(
-    step: StepSpec,
-    k: Kafka,
-    keys: Sequence[AssetKey],
-    pdef: PartitionsDefinition | None,
-    servers: Mapping[str, str],
-    settings: EventSettings,
-) -> SensorDefinition:
-    stream = kafka_stream(step, k.topic)
-    source = default_source(step.partitioning, k.partition_from)
-    env = "LINEAGE_KAFKA_BOOTSTRAP" + ("" if k.connection == "default" else f"_{k.connection.upper()}")
+def kafka_sensor(step: ScriptStep, k: Kafka, keys: Sequence[AssetKey], pdef: PartitionsDefinition | None, settings: LineageSettings) -> SensorDefinition:
+    stream = kafka_stream(step.name, k.topic)
+    partition_of = partition_function(default_source(step.partitioning, k.partition_from), pdef)
+    env = settings.kafka_env(k.connection)
 
     def evaluate(context: Any) -> SensorResult | SkipReason:
-        from lineage_defs.events.kafka import KafkaUnavailable, drain
+        from lineage_defs.triggers.kafka.drain import KafkaSource, KafkaUnavailable, drain  # confluent_kafka: imported when a tick runs
 
-        bootstrap = bootstrap_for(k.connection, servers)
-        with EventStore(store_path(settings.state_dir)) as store:
+        bootstrap = settings.kafka_brokers(k.connection)
+        with EventStore(settings.events_store) as store:
             note = ""
             if bootstrap is None:
                 note = f"no Kafka brokers for connection '{k.connection}': set {env} (host:port,…); "
             else:
                 try:
-                    got = drain(
-                        store, stream, bootstrap=bootstrap, topic=k.topic, group=group_of(step, k),
-                        partition_of=partition_function(step, source, pdef), budget_seconds=settings.poll_seconds,
-                    )
+                    source = KafkaSource(bootstrap, k.topic, group_of(step, k), partition_of, budget_seconds=settings.kafka_poll_seconds)
+                    got = drain(store, stream, source)
                 except KafkaUnavailable as e:
                     # batches already stored still get their runs; the tick says why nothing new came
                     note = f"{e}; "

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dagster import DynamicPartitionsDefinition, PartitionsDefinition, TimeWindowPartitionsDefinition
 
 from lineage_defs.events.partition import PartitionValueError, check_safe, parse_instant
-from lineage_defs.parse.model import Partitioning
+from lineage_defs.parse.model import PartitionKind, Partitioning
 
 
 def default_source(partitioning: Partitioning | None, given: str | None) -> str | None:
@@ -21,7 +21,7 @@ def default_source(partitioning: Partitioning | None, given: str | None) -> str 
         return None
     if given:
         return given
-    if partitioning.kind == "dynamic":
+    if partitioning.kind == PartitionKind.DYNAMIC:
         return f"json:{partitioning.key}" if partitioning.key else None
     return "timestamp"
 

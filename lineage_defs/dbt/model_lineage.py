@@ -3,21 +3,33 @@
 At load time a model's raw SQL is rendered with a minimal Jinja context
 (``ref``, ``source``, ``var``, ``config``, ``is_incremental``, ``this``) —
 enough for plain models; one that calls other macros gets its lineage from
-the post-materialization pass instead (``run/dbt_lineage.py``), which feeds
+the post-materialization pass instead (``lineage_pass.py``), which feeds
 the compiled SQL to the same ``model_edges``. No warehouse is queried.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lineage_defs.plan.cache import content_hash
-from lineage_defs.plan.spec import Analysis, ColumnEdge, StepSpec
+from lineage_defs.plan.spec import Analysis, ColumnEdge, DbtStep, EdgeKind, RawEdge
 
 # (cache key of the model's inputs, render its SQL, known upstream columns) → its analysis, None if unrenderable
-Analyze = Callable[[str, Callable[[], "str | None"], Mapping[str, Sequence[str]] | None], "Analysis | None"]
+CachedAnalyze = Callable[[str, Callable[[], "str | None"], Mapping[str, Sequence[str]] | None], "Analysis | None"]
+
+
+@dataclass(frozen=True)
+class LineageInputs:
+    """What rendering a project's model SQL needs, and how its analysis names relations."""
+
+    refs: Mapping[str, str]  # model name → relation
+    sources: Mapping[tuple[str, str], str]  # (source, table) → relation
+    vars: Mapping[str, Any]
+    key: str  # content hash of all of the above: part of every model's cache key
+    prelude: str  # SQL declaring the project's own databases to the analysis
+    own: Mapping[str, str]  # URIs the analysis gives the project's own relations → asset URIs
 
 
 def render(sql: str, node_relation: str, refs: Mapping[str, str], sources: Mapping[tuple[str, str], str], dbt_vars: Mapping[str, Any]) -> str | None:
@@ -46,30 +58,30 @@ def render(sql: str, node_relation: str, refs: Mapping[str, str], sources: Mappi
         return None
 
 
-def model_edges(uri: str, raw: Iterable[Any], resolve: Callable[[str], str]) -> tuple[ColumnEdge, ...]:
-    """The model's column edges from analysis edges (``RawEdge``-like), upstream URIs mapped to assets."""
+def model_edges(uri: str, raw: Iterable[RawEdge], resolve: Callable[[str], str]) -> tuple[ColumnEdge, ...]:
+    """The model's column edges from analysis edges, upstream URIs mapped to assets."""
     edges = []
     for e in raw:
         target = uri if e.target_column is None else f"{uri}.{e.target_column}"
-        edges.append(ColumnEdge(f"{resolve(e.source_uri)}.{e.source_column}", target, e.kind))
+        edges.append(ColumnEdge(f"{resolve(e.source_uri)}.{e.source_column}", target, EdgeKind(e.kind)))
     return tuple(dict.fromkeys(edges))
 
 
 def with_lineage(
-    steps: Sequence[StepSpec],
-    projects: Mapping[str, Mapping[str, Any]],
+    steps: Sequence[DbtStep],
+    projects: Mapping[str, LineageInputs],
     schemas: dict[str, tuple[str, ...]],
     aliases: Mapping[str, str],
     resolve: Callable[[str], str],
-    analyze: Analyze,
-) -> list[StepSpec]:
+    analyze: CachedAnalyze,
+) -> list[DbtStep]:
     """dbt steps with load-time column lineage, upstream models first (for ``*``)."""
     by_uri = {s.uri: s for s in steps}
     back = {v: k for k, v in aliases.items()}
-    order: list[StepSpec] = []
+    order: list[DbtStep] = []
     state: dict[str, int] = {}
 
-    def visit(s: StepSpec) -> None:  # iterative enough: dbt graphs are DAGs (dbt refuses cycles)
+    def visit(s: DbtStep) -> None:  # iterative enough: dbt graphs are DAGs (dbt refuses cycles)
         stack = [(s, iter(s.deps))]
         state[s.uri] = 1
         while stack:
@@ -90,25 +102,24 @@ def with_lineage(
     names_of: dict[str, list[str]] = {}
     for uri, alias in back.items():
         names_of.setdefault(uri, []).append(alias)
-    own_names: dict[int, dict[str, list[str]]] = {}
-    out: dict[str, StepSpec] = {}
+    own_names: dict[str, dict[str, list[str]]] = {}
+    out: dict[str, DbtStep] = {}
     for s in order:
-        node = s.dbt
-        info = projects.get(node.project) if node else None
-        if node is None or info is None or not node.sql:
+        found = projects.get(s.project)
+        if found is None or not s.sql:
             out[s.uri] = s
             continue
+        info: LineageInputs = found
         rendered: list[str | None] = []
-        inputs: Mapping[str, Any] = info
 
-        def sql(_n: Any = node, _i: Mapping[str, Any] = inputs) -> str | None:  # rendered once, only on a cache miss
+        def sql(_s: DbtStep = s, _i: LineageInputs = info) -> str | None:  # rendered once, only on a cache miss
             if not rendered:
-                text = render(_n.sql, _n.relation, _i["refs"], _i["sources"], _i["vars"])
-                rendered.append(_i["prelude"] + text if text is not None else None)
+                text = render(_s.sql, _s.relation, _i.refs, _i.sources, _i.vars)
+                rendered.append(_i.prelude + text if text is not None else None)
             return rendered[0]
 
         # the model's SQL, its relation and everything its refs/sources/vars can render to
-        key = content_hash("dbt-model", info["inputs"], node.relation, node.sql)
+        key = content_hash("dbt-model", info.key, s.relation, s.sql)
         a = analyze(key, sql, None)
         if a is None:
             out[s.uri] = s
@@ -117,19 +128,17 @@ def with_lineage(
         if known:  # `*` or unqualified columns over upstreams whose columns are known
             a = analyze(key, sql, known) or a
         cols = a.output_columns if a.output_columns is not None else s.output_columns
-        own: Mapping[str, str] = inputs["aliases"]
 
-        def resolved(uri: str, _own: Mapping[str, str] = own) -> str:  # the project's own database first
+        def resolved(uri: str, _own: Mapping[str, str] = info.own) -> str:  # the project's own database first
             return _own.get(uri) or resolve(uri)
 
         out[s.uri] = replace(s, column_edges=model_edges(s.uri, a.edges, resolved), output_columns=cols)
         if cols:
             schemas[s.uri] = tuple(cols)
-            if id(own) not in own_names:
-                own_names[id(own)] = {}
-                for alias, model in own.items():
-                    own_names[id(own)].setdefault(model, []).append(alias)
-            for alias in (*names_of.get(s.uri, ()), *own_names[id(own)].get(s.uri, ())):
+            if s.project not in own_names:
+                own_names[s.project] = {}
+                for alias, model in info.own.items():
+                    own_names[s.project].setdefault(model, []).append(alias)
+            for alias in (*names_of.get(s.uri, ()), *own_names[s.project].get(s.uri, ())):
                 schemas[alias] = tuple(cols)  # also under the name the SQL of its readers uses
     return [out[s.uri] for s in steps]
-

@@ -13,24 +13,24 @@ from typing import Any
 
 from dagster import AssetKey, PartitionsDefinition, SensorDefinition, SensorResult
 
-from lineage_defs.events.store import EventStore, store_path
+from lineage_defs.events.store import EventStore
 from lineage_defs.parse.model import Webhook
-from lineage_defs.plan.spec import StepSpec
-from lineage_defs.run.events import hook_name, webhook_stream
-from lineage_defs.sensors.batches import DEFAULT_MAX_BATCH, EventSettings, emit, event_sensor, slug
+from lineage_defs.plan.names import hook_name, webhook_stream
+from lineage_defs.plan.spec import ScriptStep
+from lineage_defs.settings import LineageSettings
+from lineage_defs.triggers.sensor import DEFAULT_MAX_BATCH, emit, event_sensor, slug
 
 
-def sensor_name(step: StepSpec, w: Webhook) -> str:
-    return f"{step.name}__webhook_{slug(hook_name(step, w.name))}"
+def sensor_name(step: ScriptStep, w: Webhook) -> str:
+    return f"{step.name}__webhook_{slug(hook_name(step.name, w.name))}"
 
 
-def webhook_sensor(step: StepSpec, w: Webhook, keys: Sequence[AssetKey], pdef: PartitionsDefinition | None, settings: EventSettings) -> SensorDefinition:
-    hook = hook_name(step, w.name)
+def webhook_sensor(step: ScriptStep, w: Webhook, keys: Sequence[AssetKey], pdef: PartitionsDefinition | None, settings: LineageSettings) -> SensorDefinition:
+    hook = hook_name(step.name, w.name)
     stream = webhook_stream(hook)
 
     def evaluate(context: Any) -> SensorResult:
-        path = store_path(settings.state_dir)
-        with EventStore(path) as store:
+        with EventStore(settings.events_store) as store:
             return emit(context, store, stream, max_batch=DEFAULT_MAX_BATCH, pdef=pdef, settings=settings, note=f"hook '{hook}': ")
 
     return event_sensor(sensor_name(step, w), evaluate, keys, settings, f"{step.path}:{w.at.line}: on webhook — POST /hooks/{hook} to `lineage-defs webhooks serve`")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from lineage_defs.plan.dbt_config import DbtConfig
+from lineage_defs.dbt.config import DbtConfig, TestBehavior
 
 MAX_RUNTIME_TAG = "dagster/max_runtime"  # Dagster's run monitoring ends a run that exceeds it
 
@@ -12,7 +12,7 @@ MAX_RUNTIME_TAG = "dagster/max_runtime"  # Dagster's run monitoring ends a run t
 def dbt_commands(config: DbtConfig, window: tuple[dt.datetime, dt.datetime] | None = None, selection: list[str] | None = None) -> list[list[str]]:
     """The dbt invocations of one run, by ``test_behavior``; a window builds exactly its batches.
 
-    >>> dbt_commands(DbtConfig(test_behavior="after_all", threads=2))
+    >>> dbt_commands(DbtConfig(test_behavior=TestBehavior.AFTER_ALL, threads=2))
     [['run', '--threads', '2'], ['test', '--threads', '2']]
     >>> w = (dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2025, 1, 4, tzinfo=dt.timezone.utc))
     >>> dbt_commands(DbtConfig(), w)[0][1:]
@@ -20,9 +20,9 @@ def dbt_commands(config: DbtConfig, window: tuple[dt.datetime, dt.datetime] | No
     """
     common = [*(selection or []), *config.cli_args(), *(["--threads", str(config.threads)] if config.threads else [])]
     event_time = ["--event-time-start", _utc(window[0]), "--event-time-end", _utc(window[1])] if window else []
-    if config.test_behavior == "build":
+    if config.test_behavior == TestBehavior.BUILD:
         return [["build", *event_time, *common]]
-    if config.test_behavior == "after_all":
+    if config.test_behavior == TestBehavior.AFTER_ALL:
         return [["run", *event_time, *common], ["test", *common]]
     return [["run", *event_time, *common]]
 

@@ -1,0 +1,161 @@
+"""Run a dbt project's multi-asset: dbt through dagster-dbt, then the lineage pass.
+
+Imported only when a dbt asset runs (dagster-dbt and dbt cost seconds to
+import). dagster-dbt's event stream reports each built model and each test,
+mapped to the plan's keys by ``LineageDbtTranslator``; the models' outputs
+are held until the lineage pass has run, so each carries its column schema
+and column lineage (read back like a script's). The embedded DuckDB files
+admit one writing process: a project on the default profile holds the state
+lock while dbt runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from dagster import AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetMaterialization, Output
+from dagster_dbt import DbtCliResource
+
+from lineage_defs.assets import metadata as md
+from lineage_defs.assets.context import BuildContext
+from lineage_defs.dbt.commands import MAX_RUNTIME_TAG, dbt_commands, pass_budget
+from lineage_defs.dbt.lineage_pass import BuiltModel, LineagePass, PassResult, detect_engine
+from lineage_defs.dbt.project import DbtProject
+from lineage_defs.dbt.selection import by_name, source_tests
+from lineage_defs.dbt.translator import LineageDbtTranslator
+from lineage_defs.plan.spec import DbtStep
+from lineage_defs.run.substrates import StateLock
+
+
+class DbtRun:
+    """One run of one dbt multi-asset (a project's models, or one microbatch model)."""
+
+    def __init__(self, context: Any, project: DbtProject, steps: Sequence[DbtStep], ctx: BuildContext) -> None:
+        self.context = context
+        self.project = project
+        self.steps = steps
+        self.ctx = ctx
+        self.settings = context.resources.lineage.settings()
+        self.project_dir = project.project_dir(self.settings.pipelines_dir)
+        self.keys = ctx.keys
+
+    def _executable(self) -> str:
+        return self.settings.dbt_executable or str(Path(sys.executable).parent / "dbt")
+
+    def _window(self) -> tuple[Any, Any] | None:
+        context = self.context
+        if any(s.partitioning is not None for s in self.steps) and (context.has_partition_key or context.has_partition_key_range):
+            tw = context.partition_time_window
+            return (tw.start, tw.end)
+        return None
+
+    def execute(self, selection: list[str]) -> Iterator[Any]:
+        context, project, keys = self.context, self.project, self.keys
+        dbt = DbtCliResource(project_dir=str(self.project_dir), profiles_dir=project.profiles_dir, dbt_executable=self._executable())
+        node_keys = {u: keys.asset_key(uri) for u, uri in project.node_uris}
+        node_keys.update({s.unique_id: keys.asset_key(s.uri) for s in self.steps})
+        translator = LineageDbtTranslator(node_keys)
+        manifest = project.manifest()
+        by_key = {keys.asset_key(s.uri): s for s in self.steps}
+        wanted_checks = set(context.selected_asset_check_keys)
+        if set(context.selected_asset_keys) != set(by_key):  # a subset: the selected models by name, and selected source tests
+            chosen = [by_key[k] for k in context.selected_asset_keys if k in by_key]
+            tests = [t for t in source_tests(self.steps) if AssetCheckKey(keys.asset_key(t.asset), t.name) in wanted_checks]
+            selection = by_name(chosen, tests)
+
+        # 1. dbt, holding the state lock on the embedded default
+        outputs: dict[str, Output[Any]] = {}
+        checks: list[AssetCheckResult] = []
+        failure: BaseException | None = None
+        lock = StateLock(self.settings) if project.default_profile else contextlib.nullcontext()
+        build_target = project.target_path(self.settings.pipelines_dir, context.run.run_id)
+        with lock:
+            for args in dbt_commands(project.config, self._window(), selection):
+                context.log.info(f"dbt {' '.join(args)}")
+                invocation = dbt.cli(args, manifest=manifest, dagster_dbt_translator=translator, raise_on_error=False, target_path=build_target)
+                for event in invocation.stream():
+                    if isinstance(event, AssetMaterialization) and event.asset_key in by_key:
+                        name = event.asset_key.to_python_identifier()
+                        outputs[name] = Output(value=None, output_name=name, metadata=dict(event.metadata))
+                    elif isinstance(event, AssetCheckEvaluation):
+                        if AssetCheckKey(event.asset_key, event.check_name) in wanted_checks:
+                            checks.append(AssetCheckResult(asset_key=event.asset_key, check_name=event.check_name, passed=event.passed, severity=event.severity, metadata=dict(event.metadata)))
+                    else:
+                        yield event
+                if not invocation.is_successful():
+                    failure = invocation.get_error()
+                    break
+
+        # 2. the lineage pass over what was built; 3. outputs with its metadata, then the checks
+        by_output = {keys.asset_key(s.uri).to_python_identifier(): s for s in self.steps}
+        built = [by_output[name] for name in outputs if name in by_output]
+        result = PassResult()
+        if project.config.column_lineage and built:
+            result = self._lineage(built, build_target)
+        for name, out in outputs.items():
+            step = by_output.get(name)
+            extra = self._metadata(step, result) if step is not None else {}
+            yield Output(value=None, output_name=name, metadata={**(out.metadata or {}), **extra})
+        yield from checks
+        if failure is not None:
+            raise failure  # the run's target path stays for debugging
+        shutil.rmtree(build_target, ignore_errors=True)  # compiled SQL of every model: not kept run after run
+
+    def _lineage(self, built: Sequence[DbtStep], build_target: Path) -> PassResult:
+        context, project, settings = self.context, self.project, self.settings
+        engine = detect_engine(settings.dbt_analysis_executable or settings.dbt_executable)
+        columns = {s.uri: s.output_columns for s in self.ctx.project.steps if s.output_columns}
+        aliases = dict(project.lineage_aliases)
+        back = {v: k for k, v in aliases.items()}
+        models = []
+        for s in built:
+            upstream = {back.get(d.uri, d.uri): columns[d.uri] for d in s.deps if d.uri in columns}  # the name the compiled SQL uses
+            models.append(BuiltModel(s.unique_id, s.uri, s.path[len(project.path) + 1 :], upstream))
+        select = " ".join(f"fqn:{s.fqn}" for s in built)
+
+        def static_compile(target: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+            args = [engine.executable or self._executable(), "compile", "--static-analysis", "strict", "--project-dir", str(self.project_dir),
+                    "--profiles-dir", project.profiles_dir, "--target-path", str(target), "--select", select, *project.cli_args()]  # fmt: skip
+            return subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=self.project_dir)
+
+        record = context.instance.get_run_record_by_id(context.run.run_id)
+        started = record.start_time if record is not None else None
+        timeout = float(context.run.tags.get(MAX_RUNTIME_TAG) or settings.dbt_run_timeout)
+        lineage = LineagePass(
+            engine=engine, build_target=build_target, project_name=project.name, node_uris=dict(project.node_uris), aliases=aliases,
+            prelude=project.lineage_prelude, static_compile=static_compile, cache_file=project.lineage_cache(settings),
+        )  # fmt: skip
+        result = lineage.run(models, pass_budget(timeout, started, time.time()))
+        if result.note:
+            context.log.warning(f"dbt lineage pass ({project.path}): partial or no column lineage — {result.note}")
+        else:
+            context.log.info(f"dbt lineage pass ({project.path}): {len(models)} models from {result.source} in {result.seconds:.2f}s")
+        return result
+
+    def _metadata(self, step: DbtStep, result: PassResult) -> dict[str, Any]:
+        """The same column schema and lineage entries a script's materialization carries."""
+        uri = step.uri
+        edges = result.edges.get(uri, ())
+        meta: dict[str, Any] = {"lineage/uri": uri}
+        if result.source:
+            meta["lineage/column_lineage_source"] = result.source
+        cols = result.columns.get(uri)
+        if cols:
+            schema = md.column_schema(uri, [c for c, _ in cols], edges, dict(cols))
+            if schema is not None:
+                meta["dagster/column_schema"] = schema
+        lineage = md.column_lineage(uri, edges, self.keys.asset_key)
+        if lineage is not None:
+            meta["dagster/column_lineage"] = lineage
+        table = md.lineage_markdown(uri, edges)
+        if table is not None:
+            meta["lineage/column_lineage"] = table
+            meta["lineage/column_edges"] = md.edges_json(uri, edges)
+        return meta

@@ -1,0 +1,144 @@
+"""One dbt project folder as one object: where it is, its profile, its cached manifest, its targets.
+
+Like dagster-dbt's ``DbtProject``: everything else in this room asks the
+project for paths (``project_dir``, ``profiles_dir``, ``manifest_path``, a
+run's ``target_path``) and for the flags every dbt invocation gets
+(``cli_args``). Frozen data, built once at load (``open_project``) from
+``dbt_project.yml``, ``lineage.yml`` and the manifest cache.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lineage_defs.dbt.config import DbtConfig, parse_lineage_yml
+from lineage_defs.dbt.manifest import parse_project, profiles_dir
+from lineage_defs.dbt.relations import ASSET_TYPES, is_asset, model_uri, source_uri
+from lineage_defs.errors import LineageDefsError, Location, SpecError
+from lineage_defs.settings import LineageSettings
+
+
+@dataclass(frozen=True)
+class DbtProject:
+    """One dbt project folder: how to invoke dbt on it and what it builds."""
+
+    path: str  # relative to the pipelines folder (posix)
+    pipeline: str
+    name: str  # dbt's project name
+    profiles_dir: str
+    default_profile: bool  # the embedded default (no profiles.yml in the project)
+    config: DbtConfig
+    manifest_path: str  # slim manifest.json for dagster-dbt
+    key: str  # content hash of the project's files
+    unique_ids: tuple[str, ...] = ()  # selected models/seeds/snapshots
+    test_ids: tuple[str, ...] = field(default=())
+    node_uris: tuple[tuple[str, str], ...] = ()  # every model/seed/snapshot/source unique id → asset URI
+    # For the lineage pass, fixed at load: SQL declaring the project's own databases to the
+    # analysis, and the URIs the analysis gives → asset URIs (other models' relations as scripts
+    # name them, and this project's own database's relations).
+    lineage_prelude: str = ""
+    lineage_aliases: tuple[tuple[str, str], ...] = ()
+
+    def project_dir(self, pipelines_dir: str | Path) -> Path:
+        return Path(pipelines_dir) / self.path
+
+    @property
+    def op_name(self) -> str:
+        """The Dagster op name of the project's multi-asset."""
+        return re.sub(r"[^A-Za-z0-9_]", "_", f"{self.pipeline}__dbt__{self.name}")
+
+    def cli_args(self) -> list[str]:
+        """The flags every dbt invocation of the project gets (parse, build, compile)."""
+        return self.config.cli_args()
+
+    def manifest(self) -> dict[str, Any]:
+        """The slim manifest dagster-dbt reads (parsed at load, cached by content hash)."""
+        return dict(json.loads(Path(self.manifest_path).read_text()))
+
+    def target_path(self, pipelines_dir: str | Path, run_id: str) -> Path:
+        """A target path of one run's own, seeded with the cached partial parse (no full re-parse per run)."""
+        target = self.project_dir(pipelines_dir) / "target" / f"lineage-{run_id[:8]}-{uuid.uuid4().hex[:8]}"
+        target.mkdir(parents=True, exist_ok=True)
+        cached = Path(self.manifest_path).parent / "partial_parse.msgpack"
+        if cached.exists():
+            shutil.copyfile(cached, target / "partial_parse.msgpack")
+        return target
+
+    def lineage_cache(self, settings: LineageSettings) -> Path | None:
+        """Where the lineage pass keeps compiled-SQL analyses of this project."""
+        cache = settings.cache_dir
+        return cache / "dbt-lineage" / f"{self.path.replace('/', '__')}.json" if cache else None
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A project as loaded: the project (None when it could not be), its plan nodes, its problems."""
+
+    project: DbtProject | None
+    nodes: dict[str, Any]
+    errors: list[LineageDefsError]
+
+
+def discover(root: Path, skip: set[str]) -> Iterator[tuple[str, Path]]:
+    """(pipeline, folder) for every folder holding ``dbt_project.yml`` under a pipeline sub-folder."""
+    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+        if sub.name.startswith(".") or sub.name in skip:
+            continue
+        stack = [sub]
+        while stack:
+            folder = stack.pop()
+            if (folder / "dbt_project.yml").exists():
+                yield sub.name, folder
+                continue
+            stack.extend(sorted((p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skip), reverse=True))
+
+
+def open_project(root: Path, pipeline: str, folder: Path, settings: LineageSettings) -> Opened:
+    """One project: its lineage.yml, the generated default profile if needed, the cached manifest."""
+    rel = folder.relative_to(root).as_posix()
+    errors: list[LineageDefsError] = []
+    config = DbtConfig()
+    yml = folder / "lineage.yml"
+    if yml.exists():
+        config, errs = parse_lineage_yml(f"{rel}/lineage.yml", yml.read_text(encoding="utf-8"))
+        errors.extend(errs)
+        if errs:
+            return Opened(None, {}, errors)
+    try:
+        profiles, is_default = profiles_dir(folder, settings, config.threads)
+    except Exception as e:  # a dbt_project.yml that is not YAML
+        return Opened(None, {}, [SpecError(f"cannot read dbt_project.yml: {e}", Location(f"{rel}/dbt_project.yml", 1), "fix the YAML")])
+    parsed, errs = parse_project(folder, rel, profiles, config.cli_args(), settings.cache_dir, (config.select, config.exclude, config.selector))
+    errors.extend(errs)
+    if parsed is None:
+        return Opened(None, {}, errors)
+    nodes = parsed.nodes
+    selected = nodes.get("selected")
+    chosen = set(selected) if selected is not None else None
+    ids = tuple(u for u, n in nodes["nodes"].items() if n["resource_type"] in ASSET_TYPES and is_asset(n) and (chosen is None or u in chosen))
+    tests = tuple(u for u, n in nodes["nodes"].items() if n["resource_type"] == "test" and (chosen is None or u in chosen))
+    node_uris = tuple(
+        [(u, model_uri(n)) for u, n in nodes["nodes"].items() if n["resource_type"] in ASSET_TYPES]
+        + [(u, source_uri(src, is_default)) for u, src in nodes["sources"].items()]
+    )
+    project = DbtProject(
+        path=rel,
+        pipeline=pipeline,
+        name=str(nodes.get("project_name") or folder.name),
+        profiles_dir=str(profiles),
+        default_profile=is_default,
+        config=config,
+        manifest_path=parsed.manifest_path,
+        key=parsed.key,
+        unique_ids=ids,
+        test_ids=tests,
+        node_uris=node_uris,
+    )
+    return Opened(project, nodes, errors)

@@ -1,0 +1,57 @@
+"""Dagster op names for steps: unique, valid, stable across loads. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from lineage_defs.parse.model import EventTrigger, Kafka, Webhook
+
+
+def op_name(pipeline: str, rel: str, names: set[str]) -> str:
+    stem = rel.split("/", 1)[1] if "/" in rel else rel
+    for suffix in (".pg.sql", ".sql", ".py", ".sh"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    base = re.sub(r"[^A-Za-z0-9_]", "_", f"{pipeline}__{stem}")
+    if base[0].isdigit():
+        base = "_" + base
+    name, i = base, 2
+    while name in names:
+        name, i = f"{base}_{i}", i + 1
+    names.add(name)
+    return name
+
+
+def hook_name(step_name: str, name: str | None) -> str:
+    """``on webhook name=<n>``, else the step's name with '_' as '-' (``shop__payments`` → ``shop--payments``)."""
+    return name or step_name.replace("_", "-")
+
+
+def hook_env(name: str) -> str:
+    """``payments-eu`` → ``PAYMENTS_EU``: the suffix of LINEAGE_WEBHOOK_TOKEN_/SECRET_."""
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def kafka_stream(step_name: str, topic: str) -> str:
+    """The event store's stream of one step's topic."""
+    return f"kafka:{step_name}:{topic}"
+
+
+def webhook_stream(hook: str) -> str:
+    """The event store's stream of one hook."""
+    return f"webhook:{hook}"
+
+
+# Each event trigger kind names its stream in the event store.
+_STREAMS: dict[type, Callable[[str, Any], str]] = {
+    Kafka: lambda step, t: kafka_stream(step, t.topic),
+    Webhook: lambda step, t: webhook_stream(hook_name(step, t.name)),
+}
+
+
+def stream_of(step_name: str, trigger: EventTrigger) -> str:
+    """The event store's stream an `on <source>` line of a step feeds."""
+    return _STREAMS[type(trigger)](step_name, trigger)

@@ -1,0 +1,242 @@
+"""The one settings object: where things are, how to reach each substrate, how triggers behave.
+
+``LineageSettings`` is built once — from the environment by the code location
+(``lineage_defs.definitions``), by the CLI and the receivers, or in code by a
+user — and passed down to every layer: loading, the Dagster build, sensors,
+runs and step subprocesses (``to_env`` / ``from_env`` is one table, so a
+child process gets exactly what its parent had). Every path under the state
+dir is named here and nowhere else. No Dagster import, no I/O.
+
+>>> s = LineageSettings.from_env({"LINEAGE_STATE_DIR": "/data/lineage", "LINEAGE_PG_DSN_CRM": "host=db"})
+>>> s.events_store.as_posix(), s.dsn("crm")
+('/data/lineage/events/events.sqlite', 'host=db')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from lineage_defs import uris
+from lineage_defs.errors import RunError
+
+DEFAULT_PIPELINES_DIR = "pipelines"
+DEFAULT_STATE_DIR = ".lineage"
+
+
+class OnInvalid(str, Enum):
+    """What loading does while the folder has errors: refuse (``raise``) or load the valid scripts (``skip``)."""
+
+    RAISE = "raise"
+    SKIP = "skip"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Field → the environment variable it comes from (one table for the code
+# location's environment and a step subprocess's).
+ENV_VARS = {
+    "pipelines_dir": "LINEAGE_PIPELINES_DIR",
+    "state_dir": "LINEAGE_STATE_DIR",
+    "on_invalid": "LINEAGE_ON_INVALID",
+    "postgres_dsn": "LINEAGE_PG_DSN",
+    "ducklake_catalog": "LINEAGE_DUCKLAKE_CATALOG",
+    "ducklake_data_path": "LINEAGE_DUCKLAKE_DATA_PATH",
+    "s3_endpoint_url": "LINEAGE_S3_ENDPOINT_URL",
+    "s3_bucket": "LINEAGE_S3_BUCKET",
+    "s3_region": "LINEAGE_S3_REGION",
+    "s3_access_key_id": "AWS_ACCESS_KEY_ID",
+    "s3_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+}
+# Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
+ENV_PREFIXES = {
+    "postgres_dsns": "LINEAGE_PG_DSN_",
+    "ducklake_catalogs": "LINEAGE_DUCKLAKE_CATALOG_",
+    "ducklake_data_paths": "LINEAGE_DUCKLAKE_DATA_PATH_",
+    "kafka_bootstrap": "LINEAGE_KAFKA_BOOTSTRAP_",
+}
+# May hold a password or key: never shown in the UI, logs or errors.
+SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key")
+# What a run needs (the Dagster resource carries these into run processes).
+RUN_FIELDS = (
+    "pipelines_dir", "state_dir", "postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_data_path",
+    "ducklake_catalogs", "ducklake_data_paths", "s3_endpoint_url", "s3_bucket", "s3_region", "s3_access_key_id",
+    "s3_secret_access_key", "dbt_executable", "dbt_analysis_executable", "dbt_run_timeout",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LineageSettings:
+    """Everything configurable, in one place. Set in code or from LINEAGE_* environment variables.
+
+    >>> LineageSettings(pipelines_dir="pipelines", on_invalid=OnInvalid.SKIP).on_invalid
+    <OnInvalid.SKIP: 'skip'>
+    """
+
+    # -- where things are
+    pipelines_dir: str = DEFAULT_PIPELINES_DIR
+    state_dir: str = DEFAULT_STATE_DIR  # the embedded default's files, caches, the event store
+    # -- loading
+    on_invalid: OnInvalid = OnInvalid.RAISE
+    use_cache: bool = True  # parse and manifest caches under the state dir
+    # -- substrates (SPEC section 3)
+    postgres_dsn: str | None = None  # datatable://<any name> unless overridden below
+    postgres_dsns: Mapping[str, str] = field(default_factory=dict)  # per datatable name (lower case)
+    ducklake_catalog: str | None = None  # "postgres:dbname=... host=..." for a PostgreSQL catalog
+    ducklake_data_path: str | None = None  # "s3://bucket/prefix/" for S3 data files
+    ducklake_catalogs: Mapping[str, str] = field(default_factory=dict)  # other lakes: ducklake://<name>
+    ducklake_data_paths: Mapping[str, str] = field(default_factory=dict)
+    s3_endpoint_url: str | None = None
+    s3_bucket: str | None = None  # the bucket of s3:///<key> when object storage is S3
+    s3_region: str | None = None
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None
+    # -- triggers (SPEC section 6)
+    kafka_bootstrap: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → host:port,…
+    cascade_interval: int = 15  # seconds between evaluations of the cascade
+    event_interval: int = 5  # seconds between ticks of the event sensors
+    max_runs_per_tick: int = 25
+    kafka_poll_seconds: float = 10.0  # how long one Kafka tick may read
+    batch_retention_days: float = 7.0  # a batch whose run succeeded is deleted from the store after this
+    # -- dbt (SPEC section 8)
+    dbt_executable: str | None = None  # builds (default: this interpreter's dbt-core)
+    dbt_analysis_executable: str | None = None  # writes the lineage index (default: the same)
+    dbt_run_timeout: float = 3600.0  # a dbt run's budget without a `dagster/max_runtime` tag
+    # Secret fields that came from the environment, by field → variable: the Dagster
+    # resource passes them as EnvVars, so the UI shows the variable's name.
+    secret_env: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    # -- the environment ----------------------------------------------------
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LineageSettings:
+        """Settings from LINEAGE_* variables (the code location's, or those a step subprocess was given)."""
+        e = os.environ if env is None else env
+        values: dict[str, Any] = {f: e[v] for f, v in ENV_VARS.items() if e.get(v)}
+        secret_env: dict[str, str] = {f: v for f, v in ENV_VARS.items() if f in SECRET_FIELDS and e.get(v)}
+        for f, prefix in ENV_PREFIXES.items():
+            values[f] = {k[len(prefix):].lower(): v for k, v in e.items() if k.startswith(prefix) and v}
+            if f in SECRET_FIELDS and values[f]:
+                secret_env[f] = prefix
+        if e.get("LINEAGE_KAFKA_BOOTSTRAP"):
+            values["kafka_bootstrap"]["default"] = e["LINEAGE_KAFKA_BOOTSTRAP"]
+        interval = e.get("LINEAGE_SENSOR_INTERVAL")
+        if interval:
+            values["cascade_interval"] = values["event_interval"] = _positive_int(interval, "LINEAGE_SENSOR_INTERVAL")
+        if "on_invalid" in values:
+            values["on_invalid"] = _on_invalid(values["on_invalid"])
+        values["state_dir"] = os.path.abspath(values.get("state_dir", DEFAULT_STATE_DIR))
+        values["pipelines_dir"] = os.path.abspath(values.get("pipelines_dir", DEFAULT_PIPELINES_DIR))
+        return cls(**values, secret_env=secret_env)
+
+    def to_env(self) -> dict[str, str]:
+        """The inverse of ``from_env`` for what a run needs: the environment a step subprocess gets."""
+        out = {v: str(getattr(self, f)) for f, v in ENV_VARS.items() if f in RUN_FIELDS and getattr(self, f)}
+        for f, prefix in ENV_PREFIXES.items():
+            if f in RUN_FIELDS:
+                out.update({f"{prefix}{k.upper()}": v for k, v in getattr(self, f).items() if v})
+        return out
+
+    def replace(self, **changes: Any) -> LineageSettings:
+        return dataclasses.replace(self, **changes)
+
+    def absolute(self) -> LineageSettings:
+        """The same settings with absolute folders (run processes start elsewhere)."""
+        return self.replace(state_dir=os.path.abspath(self.state_dir), pipelines_dir=os.path.abspath(self.pipelines_dir))
+
+    # -- the state dir: every path under it is named here ----------------------
+    @property
+    def state(self) -> Path:
+        return Path(self.state_dir)
+
+    @property
+    def cache_dir(self) -> Path | None:
+        """Parse, manifest and lineage caches (None: caching off)."""
+        return self.state / "cache" if self.use_cache else None
+
+    @property
+    def events_store(self) -> Path:
+        """The durable event store (SQLite in WAL mode) between triggers and their runs."""
+        return self.state / "events" / "events.sqlite"
+
+    @property
+    def schemas_dir(self) -> Path:
+        """Captured target schemas (``on_schema_change`` and the consumer column checks)."""
+        return self.state / "schemas"
+
+    @property
+    def lock_file(self) -> Path:
+        """One writing process at a time on the embedded DuckDB files."""
+        return self.state / ".duckdb.lock"
+
+    @property
+    def lake_catalog(self) -> Path:
+        return self.state / "lake" / "metadata.ducklake"
+
+    @property
+    def lake_data(self) -> Path:
+        return self.state / "lake" / "data"
+
+    def database_file(self, name: str) -> Path:
+        """``duckdb://<name>`` → its file (``warehouse.duckdb``)."""
+        return self.state / f"{name}.duckdb"
+
+    @property
+    def objects_dir(self) -> Path:
+        """Default object storage for ``s3:///<key>`` when no bucket is configured."""
+        return self.state / "objects"
+
+    @property
+    def dbt_profiles_dir(self) -> Path:
+        """Generated profiles for dbt projects that bring none."""
+        return self.state / "dbt" / "profiles"
+
+    # -- substrates -----------------------------------------------------------
+    def dsn(self, name: str) -> str:
+        dsn = self.postgres_dsns.get(name.lower()) or self.postgres_dsn
+        if not dsn:
+            raise RunError(
+                f"datatable://{name} has no PostgreSQL connection",
+                fix=f"set LINEAGE_PG_DSN (or LINEAGE_PG_DSN_{name.upper()}) or the settings' postgres_dsn",
+            )
+        return dsn
+
+    @property
+    def s3_remote(self) -> bool:
+        return bool(self.s3_endpoint_url or self.s3_bucket)
+
+    def object_location(self, uri: str) -> str:
+        """Where an ``s3://`` object lives: a local path (default storage) or an s3:// URL."""
+        u = uris.parse(uri)
+        key = "/".join(u.path)
+        if u.authority:
+            return f"s3://{u.authority}/{key}"
+        if self.s3_bucket:
+            return f"s3://{self.s3_bucket}/{key}"
+        return str(self.objects_dir / key)
+
+    def kafka_brokers(self, connection: str) -> str | None:
+        """``host:port,…`` of a Kafka connection (``LINEAGE_KAFKA_BOOTSTRAP[_<CONNECTION>]``)."""
+        return self.kafka_bootstrap.get(connection.lower()) or (self.kafka_bootstrap.get("default") if connection == "default" else None)
+
+    @staticmethod
+    def kafka_env(connection: str) -> str:
+        return "LINEAGE_KAFKA_BOOTSTRAP" + ("" if connection == "default" else f"_{connection.upper()}")
+
+
+def _positive_int(text: str, name: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise RunError(f"{name}={text!r} is not a positive number of seconds", fix=f"set e.g. {name}=5")
+    return int(text)
+
+
+def _on_invalid(text: str) -> OnInvalid:
+    try:
+        return OnInvalid(text)
+    except ValueError:
+        raise RunError(f"LINEAGE_ON_INVALID={text!r} is neither 'raise' nor 'skip'", fix="set LINEAGE_ON_INVALID=raise (default) or skip") from None

@@ -1,0 +1,39 @@
+"""Event triggers (SPEC section 6): one room per source, one table from annotation kind to sensor.
+
+Each source lives in a package of its own — ``kafka`` (the drain and its
+sensor), ``webhook`` (the receiver and its sensor) — over what they share:
+the durable event store (``lineage_defs.events``), the sensor that cuts stored
+events into batches and asks for runs (``sensor``), and event values →
+partition keys (``keys``). To add a source: a type in ``parse.model``
+(``EventTrigger``), its stream name in ``plan.names``, a package here, and a
+row in ``SENSORS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dagster import AssetKey, PartitionsDefinition, SensorDefinition
+
+from lineage_defs.parse.model import Kafka, Webhook
+from lineage_defs.plan.names import stream_of
+from lineage_defs.plan.spec import ScriptStep
+from lineage_defs.settings import LineageSettings
+from lineage_defs.triggers.kafka.sensor import kafka_sensor
+from lineage_defs.triggers.webhook.sensor import webhook_sensor
+
+SensorBuilder = Callable[[ScriptStep, Any, Sequence[AssetKey], "PartitionsDefinition | None", LineageSettings], SensorDefinition]
+SENSORS: dict[type, SensorBuilder] = {Kafka: kafka_sensor, Webhook: webhook_sensor}
+
+
+def event_sensors(step: ScriptStep, keys: Sequence[AssetKey], pdef: PartitionsDefinition | None, settings: LineageSettings) -> list[SensorDefinition]:
+    """One sensor per event stream of the step (two lines on one Kafka topic share one)."""
+    out: list[SensorDefinition] = []
+    seen: set[str] = set()
+    for t in step.events:
+        stream = stream_of(step.name, t)
+        if stream not in seen:
+            seen.add(stream)
+            out.append(SENSORS[type(t)](step, t, keys, pdef, settings))
+    return out

@@ -1,1 +1,0 @@
-"""``lineage-defs webhooks serve``: the receiver of ``on webhook`` steps (Starlette on uvicorn)."""
