@@ -44,7 +44,16 @@ class DbtLoad:
                 cache.put(key, hit)
             return None if hit == _UNRENDERABLE else hit
 
-        steps = [replace(s, deps=tuple(dict.fromkeys(Dep(resolve(d.uri), d.explicit) for d in s.deps))) for s in self.steps]
+        # a source whose relation is a seed's, a model's (of any project) or a script's table IS that
+        # asset: its readers depend on it and its tests are checks of it, one node
+        steps = [
+            replace(
+                s,
+                deps=tuple(dict.fromkeys(Dep(resolve(d.uri), d.explicit) for d in s.deps if resolve(d.uri) != s.uri)),
+                tests=tuple(replace(t, asset=resolve(t.asset)) if t.asset else t for t in s.tests),
+            )
+            for s in self.steps
+        ]
         return with_lineage(steps, self.lineage_inputs, schemas, self.aliases, resolve, cached)
 
 
