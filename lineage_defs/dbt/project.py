@@ -50,6 +50,13 @@ class DbtProject:
     adapter: str = "duckdb"
     database_files: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def own_databases(self) -> tuple[str, ...]:
+        """The databases of a project on its own profile: where its nodes' and sources' relations live."""
+        if self.default_profile:
+            return ()
+        return tuple(sorted({u.split("://", 1)[1].split("/", 1)[0] for _, u in self.node_uris if u.startswith("dbt://")}))
+
     def project_dir(self, pipelines_dir: str | Path) -> Path:
         return Path(pipelines_dir) / self.path
 
