@@ -72,9 +72,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("dbt-cascade")
     pipelines = write_files(tmp / "pipelines", FILES)
     daemon = Daemon(tmp, pipelines, tmp / "state")
+    instance = daemon.instance()  # the storage exists before the daemon opens it (no race creating its tables)
     daemon.start()
     try:
-        yield {"tmp": tmp, "daemon": daemon, "instance": daemon.instance()}
+        yield {"tmp": tmp, "daemon": daemon, "instance": instance}
     finally:
         daemon.stop()
 

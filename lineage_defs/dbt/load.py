@@ -48,7 +48,7 @@ class DbtLoad:
             if db in files:
                 attach[db] = files[db]
                 continue
-            target = f"a {project.adapter} target" if project.adapter else "a target lineage_defs cannot read"
+            target = {"duckdb": "a DuckDB that is no local file (in memory, MotherDuck)", "": "a target lineage_defs cannot read"}.get(project.adapter, f"a {project.adapter} target")
             errors.append(SpecError(
                 f"reads {d.uri}, a relation of the dbt project {project.path}, which builds into {target} that scripts cannot attach",
                 _located(step, db, d.line), f"give {project.path}/profiles.yml a DuckDB file target (path: {db}.duckdb), or read a model built on the embedded default",

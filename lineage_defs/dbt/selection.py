@@ -80,7 +80,8 @@ def waves(
     ``nodes`` are the manifest's nodes (depends_on); ``resolve`` maps a
     source's URI to the asset it is. A step reading another step through a
     source is in a later wave than it; a test runs in the wave of its last
-    parent (a test on a source that is a seed runs after the seed).
+    parent, or after it when dbt cannot see that parent (a test on a source
+    that is a seed runs in the wave after the seed's).
     """
     by_uri = {s.uri: s for s in steps}
     by_id = {s.unique_id: s for s in steps}
@@ -108,12 +109,14 @@ def waves(
         out[wave[s.uri]][0].append(s)
     carrier = {t.unique_id: s for s in steps for t in s.tests}
     for t in tests:
-        parents = [by_id[u] for u in _depends_on(nodes.get(t.unique_id)) if u in by_id]
-        if t.asset and resolve(t.asset) in by_uri:
-            parents.append(by_uri[resolve(t.asset)])
-        if not parents and t.unique_id in carrier and not t.asset:
-            parents = [carrier[t.unique_id]]
-        out[max((wave[p.uri] for p in parents), default=0)][1].append(t)
+        levels = [wave[by_id[u].uri] for u in _depends_on(nodes.get(t.unique_id)) if u in by_id]
+        if t.asset and resolve(t.asset) in by_uri:  # a test on a source that is one of these nodes: after it
+            levels.append(wave[resolve(t.asset)] + 1)
+        if not levels and t.unique_id in carrier and not t.asset:
+            levels = [wave[carrier[t.unique_id].uri]]
+        at = max(levels, default=0)
+        out.extend(([], []) for _ in range(at + 1 - len(out)))
+        out[at][1].append(t)
     return [w for w in out if w[0] or w[1]]
 
 
