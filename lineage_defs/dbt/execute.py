@@ -4,9 +4,12 @@ Imported only when a dbt asset runs (dagster-dbt and dbt cost seconds to
 import). dagster-dbt's event stream reports each built model and each test,
 mapped to the plan's keys by ``LineageDbtTranslator``; the models' outputs
 are held until the lineage pass has run, so each carries its column schema
-and column lineage (read back like a script's). The embedded DuckDB files
-admit one writing process: a project on the default profile holds the state
-lock while dbt runs.
+(real types from one catalog query, ``catalog.py``) and column lineage (read
+back like a script's), and are yielded upstream first. A source that is one
+of the project's own seeds or models is an edge dbt cannot see: the build
+then runs in waves (``selection.waves``). The embedded DuckDB files admit one
+writing process: a project on the default profile holds the state lock while
+dbt runs, and releases it before the catalog query takes it again.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ class DbtRun:
     def execute(self, selection: list[str]) -> Iterator[Any]:
         context, project, keys = self.context, self.project, self.keys
         dbt = DbtCliResource(project_dir=str(self.project_dir), profiles_dir=project.profiles_dir, dbt_executable=self._executable())
-        node_keys = {u: keys.asset_key(uri) for u, uri in project.node_uris}
+        aliases = dict(project.lineage_aliases)  # a source whose relation is a model's or seed's reports as that asset
+        node_keys = {u: keys.asset_key(aliases.get(uri, uri)) for u, uri in project.node_uris}
         node_keys.update({s.unique_id: keys.asset_key(s.uri) for s in self.steps})
         translator = LineageDbtTranslator(node_keys)
         manifest = project.manifest()

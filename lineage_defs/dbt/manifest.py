@@ -131,7 +131,7 @@ class OwnTarget:
 
 def own_target(project_dir: Path, target: str | None) -> OwnTarget:
     """What the project's ``profiles.yml`` target is (``env_var`` rendered; relative paths from the project folder, as dbt runs there)."""
-    import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
+    import yaml  # PyYAML ships no types: the ignore on this module's first import covers it
 
     try:
         _, profile = profile_name(project_dir)
