@@ -106,3 +106,11 @@ def test_cascade_run_of_dbt_models_evaluates_their_tests(world: dict[str, Any]) 
         for d in (e.dagster_event.event_specific_data for e in instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION))
     }
     assert {k: evaluated.get(k) for k in CHECKS} == dict.fromkeys(CHECKS, True), evaluated
+    # the test on the source that the script's table is: a check of that asset, run by dbt when it is materialized
+    (by_hand,) = [r for r in runs(instance) if r.asset_selection and ORDERS in r.asset_selection]
+    on_source = [
+        (d.check_name, d.passed)
+        for d in (e.dagster_event.event_specific_data for e in instance.all_logs(by_hand.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION))
+        if d.asset_key == ORDERS
+    ]
+    assert on_source == [("source_not_null_lake_orders_order_id", True)]

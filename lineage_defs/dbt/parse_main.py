@@ -58,7 +58,7 @@ def _compile(manifest: Any, spec: dict[str, object], extra: list[str]) -> dict[s
 
     if manifest.metadata.adapter_type != "duckdb":
         return {}  # another adapter's dispatch would pick other macros than an in-memory DuckDB
-    data = manifest.writable_manifest().to_dict()
+    data = json.loads(Path(str(spec["target"]), "manifest.json").read_text())  # what `dbt parse` wrote
     nodes = data["nodes"]
     models = {u: n for u, n in nodes.items() if n["resource_type"] == "model" and n.get("language", "sql") == "sql"}
     refs = {n["name"]: n["relation_name"] for n in nodes.values() if n.get("relation_name")}
