@@ -164,9 +164,7 @@ def ours_slice(pipelines: Path, state: Path, slice_n: int) -> tuple[dict[Edge, s
     from dagster import AssetKey, DagsterInstance
 
     from lineage_defs import LineageSettings, build_definitions
-    from lineage_defs.dbt.catalog import build_columns
-    from lineage_defs.dbt.relations import node_relation
-    from lineage_defs.dbt.selection import dbt_parents
+    from lineage_defs.dbt.catalog import build_columns, relations_to_read
     from lineage_defs.plan.project import load_project
 
     settings = LineageSettings(state_dir=str(state))
@@ -192,13 +190,10 @@ def ours_slice(pipelines: Path, state: Path, slice_n: int) -> tuple[dict[Edge, s
         columns["dbt://" + "/".join(key.path[1:])] = [(c.name, c.type) for c in meta["dagster/column_schema"].value.columns]
     plan = load_project(pipelines, settings)
     project = plan.dbt_projects[0]
-    nodes = project.manifest()
-    relations = set()
-    for s in [s for s in plan.dbt_steps if s.uri in columns]:
-        relations.add(s.relation)
-        relations.update(node_relation(nodes["nodes"].get(u) or nodes["sources"][u]) for u in dbt_parents(s.unique_id, nodes["nodes"]))
-    w, t = time.perf_counter(), time.process_time()
-    typed, note = build_columns(project, settings, sorted(relations))
+    built, manifest = [s for s in plan.dbt_steps if s.uri in columns], project.manifest()
+    w, t = time.perf_counter(), time.process_time()  # what a run does after dbt: which relations, then the one query
+    relations, known = relations_to_read(built, manifest, project, {s.uri for s in plan.steps}, settings)
+    typed, note = build_columns(project, settings, relations, known)
     wall, cpu = time.perf_counter() - w, time.process_time() - t
     assert note is None and len(typed) == len(relations), note
     return edges, columns, wall, cpu, len(columns)

@@ -17,39 +17,50 @@ gives, typed ``unknown``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set as AbstractSet
 from typing import Any
 
 from lineage_defs.dbt.project import DbtProject
+from lineage_defs.dbt.relations import node_relation
+from lineage_defs.dbt.selection import dbt_parents
+from lineage_defs.plan.schemas import captured_schema
+from lineage_defs.plan.spec import DbtStep
 from lineage_defs.run.quoting import ident, literal
 from lineage_defs.run.substrates import Session, extension_directory
 from lineage_defs.settings import LineageSettings
 
 Columns = dict[str, list[tuple[str, str]]]  # relation (database.schema.name, lower case) → [(column, type)] in table order
 
+# No parameters: the first bound parameter of a process imports numpy (~0.4 s); the catalog's
+# column list is filtered in Python instead (tens of thousands of rows take milliseconds).
 _QUERY = (
-    "SELECT lower(database_name || '.' || schema_name || '.' || table_name), column_name, data_type "
-    "FROM duckdb_columns() WHERE list_contains($relations, lower(database_name || '.' || schema_name || '.' || table_name)) "
-    "ORDER BY database_name, schema_name, table_name, column_index"
+    "SELECT database_name, schema_name, table_name, column_name, data_type FROM duckdb_columns() "
+    "WHERE NOT internal ORDER BY database_name, schema_name, table_name, column_index"
 )
 
 
 def read_columns(conn: Any, relations: Iterable[str]) -> Columns:
     """One query of the connection's catalog for these relations; a relation it does not hold is absent."""
-    wanted = sorted({r.lower() for r in relations})
+    wanted = {r.lower() for r in relations}
     out: Columns = {}
     if not wanted:
         return out
-    for relation, column, data_type in conn.execute(_QUERY, {"relations": wanted}).fetchall():
-        out.setdefault(relation, []).append((column, data_type))
+    for database, schema, table, column, data_type in conn.execute(_QUERY).fetchall():
+        relation = f"{database}.{schema}.{table}".lower()
+        if relation in wanted:
+            out.setdefault(relation, []).append((column, data_type))
     return out
 
 
 @contextlib.contextmanager
-def catalog(project: DbtProject, settings: LineageSettings) -> Iterator[Any | None]:
-    """A DuckDB connection that sees the project's relations, or None when no catalog is reachable."""
+def catalog(project: DbtProject, settings: LineageSettings, lake: bool = True) -> Iterator[Any | None]:
+    """A DuckDB connection that sees the project's relations, or None when no catalog is reachable.
+
+    On the embedded default the lake (a DuckLake: attaching it costs a quarter
+    of a second) is attached only when ``lake`` says a relation is there.
+    """
     if project.default_profile:
-        with Session(settings) as session:
+        with Session(settings, skip=frozenset() if lake else frozenset({"ducklake://main"})) as session:
             yield session.conn
         return
     if project.adapter != "duckdb" or not project.database_files:
@@ -66,12 +77,45 @@ def catalog(project: DbtProject, settings: LineageSettings) -> Iterator[Any | No
         conn.close()
 
 
-def build_columns(project: DbtProject, settings: LineageSettings, relations: Sequence[str]) -> tuple[Columns, str | None]:
-    """The columns of ``relations`` after a build, and a note when the catalog could not be read."""
+def relations_to_read(
+    built: Sequence[DbtStep], manifest: Mapping[str, Any], project: DbtProject, step_uris: AbstractSet[str], settings: LineageSettings
+) -> tuple[list[str], dict[str, list[tuple[str, str]]]]:
+    """The relations a build's catalog query reads (the built ones and every one they read), and those
+    known without it: a source that is a script's table has the schema its last write captured."""
+    nodes, sources = manifest["nodes"], manifest["sources"]
+    node_uris = dict(project.node_uris)
+    relations = {s.relation for s in built}
+    known: dict[str, list[tuple[str, str]]] = {}
+    for s in built:
+        for u in dbt_parents(s.unique_id, nodes):
+            node = nodes.get(u) or sources.get(u)
+            if node is None:
+                continue
+            relation = node_relation(node)
+            relations.add(relation)
+            uri = node_uris.get(u, "")
+            if u in sources and uri in step_uris and not uri.startswith("dbt://"):
+                captured = captured_schema(settings, uri)
+                if captured:
+                    known[relation] = captured
+    return sorted(relations), known
+
+
+def build_columns(project: DbtProject, settings: LineageSettings, relations: Sequence[str], known: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> tuple[Columns, str | None]:
+    """The columns of ``relations`` after a build, and a note when the catalog could not be read.
+
+    ``known`` are relations whose columns are known already (a script's table:
+    the schema its last write captured); the catalog is asked for the rest only.
+    """
+    out: Columns = {r.lower(): list(cols) for r, cols in (known or {}).items()}
+    todo = [r for r in relations if r.lower() not in out]
+    if not todo:
+        return out, None
     try:
-        with catalog(project, settings) as conn:
+        with catalog(project, settings, lake=any(r.lower().split(".", 1)[0] == "lake" for r in todo)) as conn:
             if conn is None:
-                return {}, f"no catalog reachable for a {project.adapter or 'unknown'} target: column types unknown"
-            return read_columns(conn, relations), None
+                return out, f"no catalog reachable for a {project.adapter or 'unknown'} target: column types unknown"
+            out.update(read_columns(conn, todo))
+            return out, None
     except Exception as e:  # a locked or missing file: the build's result stands
-        return {}, f"could not read the catalog: {type(e).__name__}: {e}"
+        return out, f"could not read the catalog: {type(e).__name__}: {e}"

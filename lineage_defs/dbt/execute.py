@@ -28,7 +28,7 @@ from dagster_dbt import DbtCliResource
 
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.context import BuildContext
-from lineage_defs.dbt.catalog import Columns, build_columns
+from lineage_defs.dbt.catalog import Columns, build_columns, relations_to_read
 from lineage_defs.dbt.commands import MAX_RUNTIME_TAG, dbt_commands, pass_budget
 from lineage_defs.dbt.lineage_pass import BuiltModel, LineagePass, PassResult, detect_engine
 from lineage_defs.dbt.project import DbtProject
@@ -125,12 +125,9 @@ class DbtRun:
         """One catalog query: the built relations and every relation the built models read."""
         if not built:
             return {}
-        nodes, sources = manifest["nodes"], manifest["sources"]
-        relations = {s.relation for s in built}
-        for s in built:
-            relations.update(node_relation(n) for n in (nodes.get(u) or sources.get(u) for u in dbt_parents(s.unique_id, nodes)) if n)
+        relations, known = relations_to_read(built, manifest, self.project, {s.uri for s in self.ctx.project.steps}, self.settings)
         start = time.perf_counter()
-        columns, note = build_columns(self.project, self.settings, sorted(relations))
+        columns, note = build_columns(self.project, self.settings, sorted(relations), known)
         if note:
             self.context.log.warning(f"dbt column types ({self.project.path}): {note}")
         else:
