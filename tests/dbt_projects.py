@@ -243,6 +243,15 @@ REAL_FILES = {
     "crm/dbt/models/accounts.sql": """
         select account_id, upper(name) as name, tier = 'gold' as is_gold from {{ ref('accounts_raw') }}
     """,
+    "crm/account_tiers.py": """
+        # pipeline
+        # materialize ducklake://main/account_tiers
+        from lineage_defs import runtime
+
+        SOURCE = "dbt://crm/main/accounts"  # the crm project's model, read through its own database
+        con = runtime.connect()
+        runtime.write(con.sql("SELECT is_gold, count(*) AS accounts FROM crm.main.accounts GROUP BY ALL ORDER BY ALL").arrow())
+    """,
     "crm/gold_accounts.sql": """
         -- pipeline
         -- materialize ducklake://main/gold_accounts

@@ -68,7 +68,7 @@ def test_materialize_all_succeeds_twice_in_a_row(built: Built) -> None:
         failures = [e.event_specific_data.error.to_string() for e in r.all_events if e.event_type_value == "STEP_FAILURE"]
         assert r.success, f"build {i + 1}: {failures}"
         materialized = {e.asset_key for e in r.get_asset_materialization_events()}
-        assert {key(u) for u in TYPES} | {key("ducklake://main/orders"), key("ducklake://main/gold_accounts")} <= materialized
+        assert {key(u) for u in TYPES} | {key(f"ducklake://main/{t}") for t in ("orders", "gold_accounts", "account_tiers")} <= materialized
 
 
 def test_the_seed_builds_before_the_model_reading_it_as_a_source(built: Built) -> None:
@@ -215,6 +215,11 @@ def test_a_script_reads_the_projects_own_duckdb_target(built: Built) -> None:
     with Session(LineageSettings(state_dir=str(built.state))) as s:
         assert s.conn.execute("SELECT account_id, name FROM lake.main.gold_accounts ORDER BY 1").fetchall() == [(1, "ACME"), (3, "INITECH")]
     assert (built.pipelines / "crm" / "dbt" / "crm.duckdb").exists()  # where the project's profiles.yml puts it
+    # a Python step naming the model's URI gets the same database in runtime.connect()
+    graph = built.defs.resolve_asset_graph()
+    assert graph.get(key("ducklake://main/account_tiers")).parent_keys == {key("dbt://crm/main/accounts")}
+    with Session(LineageSettings(state_dir=str(built.state))) as s:
+        assert s.conn.execute("SELECT is_gold, accounts FROM lake.main.account_tiers ORDER BY 1").fetchall() == [(False, 1), (True, 2)]
 
 
 def test_a_target_scripts_cannot_reach_is_a_located_error(tmp_path: Path) -> None:
