@@ -250,7 +250,7 @@ REAL_FILES = {
 
         SOURCE = "dbt://crm/main/accounts"  # the crm project's model, read through its own database
         con = runtime.connect()
-        runtime.write(con.sql("SELECT is_gold, count(*) AS accounts FROM crm.main.accounts GROUP BY ALL ORDER BY ALL").arrow())
+        runtime.write(con.sql("SELECT is_gold, count(*) AS accounts FROM crm.main.accounts GROUP BY ALL ORDER BY ALL").fetch_arrow_table())
     """,
     "crm/gold_accounts.sql": """
         -- pipeline
