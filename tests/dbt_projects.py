@@ -137,6 +137,10 @@ REAL_FILES = {
     "shop/dbt/models/staging/stg_customers.sql": """
         select id as customer_id, first_name, last_name from {{ source('crm', 'raw_customers') }}
     """,
+    # the same seed read through ref(): one asset, both readers after it
+    "shop/dbt/models/staging/stg_customer_names.sql": """
+        select id as customer_id, first_name || ' ' || last_name as full_name from {{ ref('raw_customers') }}
+    """,
     "shop/dbt/models/staging/stg_payments.sql": """
         select id as payment_id, order_id, payment_method, {{ cents_to_dollars('amount') }} as amount
         from {{ ref('raw_payments') }}

@@ -80,6 +80,8 @@ def test_the_seed_builds_before_the_model_reading_it_as_a_source(built: Built) -
         # dbt cannot see the source → seed edge: two waves, the seed first, its reader and the test on the source after it
         assert len(shop) == 2, shop
         assert "fqn:shop_dbt.raw_customers " in shop[0] and "stg_customers" not in shop[0] and "source_not_null" not in shop[0], shop
+        assert "fqn:shop_dbt.staging.stg_customer_names " in shop[0], shop  # its ref() to the seed dbt sees: the seed's wave
+        assert order.index(key(W + "raw_customers")) < order.index(key(W + "stg_customer_names"))
         assert "fqn:shop_dbt.staging.stg_customers " in shop[1] and "fqn:shop_dbt.source_not_null_crm_raw_customers_id " in shop[1], shop
 
 
@@ -88,6 +90,8 @@ def test_sources_are_the_assets_their_relations_are(built: Built) -> None:
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert not [k for k in keys if k.startswith("duckdb/")]  # no second node for a seed's or a model's relation
     assert graph.get(key(W + "stg_customers")).parent_keys == {key(W + "raw_customers")}  # the seed, read through source()
+    assert graph.get(key(W + "stg_customer_names")).parent_keys == {key(W + "raw_customers")}  # the same seed, through ref()
+    assert {key(W + "stg_customers"), key(W + "stg_customer_names")} <= graph.get(key(W + "raw_customers")).child_keys
     assert graph.get(key(W + "top_customers")).parent_keys == {key(W + "customers")}  # the other project's model
     assert graph.get(key("ducklake://main/gold_accounts")).parent_keys == {key("dbt://crm/main/accounts")}  # crm.main.accounts
     on_sources = {
@@ -109,6 +113,7 @@ TYPES: dict[str, list[tuple[str, str]]] = {
     W + "raw_customers": [("id", "INTEGER"), ("first_name", "VARCHAR"), ("last_name", "VARCHAR")],
     W + "raw_payments": [("id", "INTEGER"), ("order_id", "INTEGER"), ("payment_method", "VARCHAR"), ("amount", "INTEGER")],
     W + "stg_customers": [("customer_id", "INTEGER"), ("first_name", "VARCHAR"), ("last_name", "VARCHAR")],
+    W + "stg_customer_names": [("customer_id", "INTEGER"), ("full_name", "VARCHAR")],
     W + "stg_payments": [("payment_id", "INTEGER"), ("order_id", "INTEGER"), ("payment_method", "VARCHAR"), ("amount", "DECIMAL(18,2)")],
     # schema.yml declares two of these seven columns
     W + "stg_orders": [
@@ -150,6 +155,10 @@ EDGES: dict[str, set[tuple[str, str, str]]] = {
         ("ducklake://main/orders.order_ts", "order_ts", "copy"), ("ducklake://main/orders.order_ts", "order_date", "mod"),
         ("ducklake://main/orders.order_ts", "order_month", "mod"), ("ducklake://main/orders.amount_cents", "amount", "mod"),
         ("ducklake://main/orders.status", "status", "copy"),
+    },
+    W + "stg_customer_names": {
+        (W + "raw_customers.id", "customer_id", "copy"), (W + "raw_customers.first_name", "full_name", "mod"),
+        (W + "raw_customers.last_name", "full_name", "mod"),
     },
     W + "stg_payments": {
         (W + "raw_payments.id", "payment_id", "copy"), (W + "raw_payments.order_id", "order_id", "copy"),
