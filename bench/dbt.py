@@ -18,7 +18,9 @@
       on dbt-duckdb through Dagster: the same build with and without it, the
       difference is its cost.
 (c) The same slice built through lineage_defs (Dagster, dbt, the catalog query,
-    the pass), metadata read back from the instance:
+    the pass), metadata read back from the instance; the slice's schema.yml
+    declares one column of each model and a third of it passes `a.*` through,
+    so `*` must be expanded against the built relations:
     - edge recall: the share of fetch_column_metadata()'s edges (all copy or
       mod: it draws no scans) that lineage_defs finds too, with our kinds;
     - the cost of real column types: the one catalog query over the built
@@ -61,13 +63,20 @@ def generate(root: Path, models: int, scripts: int, slice_n: int) -> Path:
             a, b = rng.randrange(i if i < slice_n else i), rng.randrange(i)
             if i < slice_n:
                 b = rng.randrange(i)  # the slice only refs the slice (models below slice_n)
+            # a third of the slice passes its upstream through as `a.*` (dbt-style staging), the rest names columns
+            projection = "a.*" if i < slice_n and i % 3 == 0 else "a.id, upper(a.name) as name, a.amount + coalesce(b.amount, 0) as amount, a.ts, a.status"
             body = textwrap.dedent(f"""
                 with a as (select * from {{{{ ref('m{a}') }}}}), b as (select id, amount from {{{{ ref('m{b}') }}}})
-                select a.id, upper(a.name) as name, a.amount + coalesce(b.amount, 0) as amount, a.ts, a.status
+                select {projection}
                 from a left join b on a.id = b.id
                 where a.status <> 'cancelled'
             """).strip()
         (project / "models" / f"m{i}.sql").write_text(tag + body + "\n")
+    # as people write them: the slice's schema.yml declares one of each model's five columns, so `select *`
+    # must be expanded against the built relations (fetch_column_metadata() reads them too), not the yml
+    (project / "models" / "schema.yml").write_text(
+        "version: 2\nmodels:\n" + "".join(f"  - name: m{i}\n    columns:\n      - name: id\n" for i in range(min(slice_n, models)))
+    )
     (pipelines / "bench" / "raw.sql").write_text(
         "-- pipeline\n-- materialize ducklake://main/raw\n"
         "SELECT range AS id, 'n' || range AS name, range * 1.5 AS amount, TIMESTAMP '2025-01-01' + to_minutes(range) AS ts,\n"

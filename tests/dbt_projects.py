@@ -79,7 +79,7 @@ SHOP_FILES = {
 
 
 # Three dbt-duckdb projects as people write them, beside scripts: macros through adapter.dispatch
-# and dbt.date_trunc, a schema.yml declaring a subset of columns with `select *` through CTEs, an
+# and dbt.date_trunc, a schema.yml declaring a subset of columns with `select *` through CTEs and a union, an
 # ephemeral model in a chain, window functions, a seed read both by ref() and as a source (with a
 # source test), a second project whose source is the first one's model, and a project with its own
 # profiles.yml (a DuckDB file target) whose model a script reads by its database name.
@@ -198,6 +198,17 @@ REAL_FILES = {
         )
         select c.*, o.orders, o.lifetime_value, o.last_order
         from c join o on c.customer_id = o.customer_id
+    """,
+    "shop/dbt/models/marts/order_events.sql": """
+        with placed as (
+            select * from {{ ref('stg_orders') }}
+        ),
+        returned as (
+            select * from {{ ref('stg_orders') }} where status = 'returned'
+        )
+        select *, 'placed' as event from placed
+        union all
+        select *, 'returned' as event from returned
     """,
     "shop/dbt/models/marts/schema.yml": """
         version: 2

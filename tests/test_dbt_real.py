@@ -124,6 +124,10 @@ TYPES: dict[str, list[tuple[str, str]]] = {
         ("order_id", "BIGINT"), ("customer_id", "BIGINT"), ("order_ts", "TIMESTAMP"), ("order_date", "DATE"), ("order_month", "DATE"),
         ("amount", "DECIMAL(18,2)"), ("status", "VARCHAR"), ("paid", "DECIMAL(38,2)"), ("order_seq", "BIGINT"), ("running_amount", "DECIMAL(38,2)"),
     ],
+    W + "order_events": [
+        ("order_id", "BIGINT"), ("customer_id", "BIGINT"), ("order_ts", "TIMESTAMP"), ("order_date", "DATE"),
+        ("order_month", "DATE"), ("amount", "DECIMAL(18,2)"), ("status", "VARCHAR"), ("event", "VARCHAR"),
+    ],
     W + "customers": [
         ("customer_id", "INTEGER"), ("first_name", "VARCHAR"), ("last_name", "VARCHAR"), ("orders", "BIGINT"),
         ("lifetime_value", "DECIMAL(38,2)"), ("last_order", "DATE"),
@@ -172,6 +176,11 @@ EDGES: dict[str, set[tuple[str, str, str]]] = {
         (O + "customer_id", "running_amount", "mod"), (O + "order_ts", "running_amount", "mod"), (O + "amount", "running_amount", "mod"),
         (O + "order_id", "", "scan"), (P + "order_id", "", "scan"),
     },
+    # `select *` over two CTEs of stg_orders (its seven real columns, schema.yml names two), unioned
+    W + "order_events": {
+        *((O + c, c, "copy") for c in ("order_id", "customer_id", "order_ts", "order_date", "order_month", "amount", "status")),
+        (O + "status", "", "scan"),
+    },
     W + "customers": {
         (W + "stg_customers.customer_id", "customer_id", "copy"), (W + "stg_customers.first_name", "first_name", "copy"),
         (W + "stg_customers.last_name", "last_name", "copy"), (CO + "amount", "lifetime_value", "mod"), (CO + "order_date", "last_order", "mod"),
@@ -212,7 +221,7 @@ def test_every_edge_with_its_kind(built: Built) -> None:
 
 def test_load_time_lineage_renders_macros_and_inlines_ephemerals(built: Built) -> None:
     steps = {s.uri: s for s in built.plan.steps if isinstance(s, DbtStep)}
-    for uri in (W + "stg_orders", W + "stg_payments", W + "customer_orders"):  # macros; macros; a ref to an ephemeral model
+    for uri in (W + "stg_orders", W + "stg_payments", W + "customer_orders", W + "order_events"):  # macros; macros; an ephemeral ref; `*` of a `*`
         got = {(e.source, e.target[len(uri) + 1 :] if e.target != uri else "", e.kind) for e in steps[uri].column_edges}
         assert got == EDGES[uri], uri
     assert steps[W + "stg_orders"].output_columns == tuple(c for c, _ in TYPES[W + "stg_orders"])  # not schema.yml's two
