@@ -3,7 +3,7 @@
     from lineage_defs import runtime
 
     p = runtime.partition()            # None, or .key/.start/.end
-    con = runtime.connect()            # DuckDB with `lake` and `warehouse` attached
+    con = runtime.connect()            # DuckDB with `lake` and `warehouse` attached (and a dbt project's own DuckDB file the step reads)
     df = con.sql("SELECT ... FROM lake.orders WHERE ...").df()
     runtime.write(df)                  # managed write to the script's `materialize` target
 
@@ -72,6 +72,9 @@ def _get_session() -> Any:
         from lineage_defs.run.substrates import Session
 
         _session = Session(_settings())
+        ctx = current()
+        for catalog, file in ctx.step.attach if ctx else ():  # a dbt project's own DuckDB database the step reads
+            _session.attach_file(file, catalog, Location(ctx.step.path) if ctx else None)
         _session.use_warehouse()
     return _session
 

@@ -123,3 +123,24 @@ def test_project_with_its_own_profile(tmp_path: Path) -> None:
     assert edges == {("dbt://own/main/base.id", "dbt://own/main/top.id", "copy"), ("dbt://own/main/base.name", "dbt://own/main/top.name", "mod")}
     base_edges = {(e.source, e.target) for e in steps["dbt://own/main/base"].column_edges}
     assert ("dbt://own/raw/people.name", "dbt://own/main/base.name") in base_edges
+
+
+def test_own_profile_target_names_its_duckdb_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lineage_defs.dbt.manifest import own_target
+
+    project = write_files(tmp_path, {
+        "dbt_project.yml": "name: shop\nversion: '1.0'\nprofile: shop_profile\n",
+        "profiles.yml": (
+            "shop_profile:\n  target: dev\n  outputs:\n"
+            "    dev:\n      type: duckdb\n      path: \"{{ env_var('SHOP_DB', 'shop.duckdb') }}\"\n"
+            "      attach:\n        - path: /data/ref.duckdb\n        - path: 'md:cloud'\n          alias: cloud\n"
+            "    prod:\n      type: postgres\n      host: db\n    mem:\n      type: duckdb\n      path: ':memory:'\n"
+        ),
+    })  # fmt: skip
+    # relative to the project folder (dbt runs there); env_var rendered; MotherDuck is no file
+    assert own_target(project, None).files == (("shop", str((project / "shop.duckdb").resolve())), ("ref", "/data/ref.duckdb"))
+    monkeypatch.setenv("SHOP_DB", "/abs/other.duckdb")
+    assert own_target(project, "dev").files[0] == ("other", "/abs/other.duckdb")
+    assert own_target(project, "prod").adapter == "postgres" and not own_target(project, "prod").files
+    assert own_target(project, "mem").files == ()
+    assert "no target 'qa'" in own_target(project, "qa").problem

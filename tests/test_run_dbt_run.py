@@ -31,3 +31,56 @@ def test_pass_budget_is_half_of_what_is_left() -> None:
     assert pass_budget(3600.0, 1000.0, 1000.0 + 600.0) == 1500.0
     assert pass_budget(600.0, 0.0, 900.0) == 0.0  # over the run's budget: no time for lineage
     assert pass_budget(100.0, None, 5.0) == 50.0  # no recorded start: the whole budget is left
+
+
+# -- waves: edges dbt cannot see -------------------------------------------------------------
+
+from lineage_defs.dbt.selection import topological, wave_args, waves  # noqa: E402
+from lineage_defs.plan.spec import DbtStep, DbtTest, Dep  # noqa: E402
+from lineage_defs.parse.model import Severity  # noqa: E402
+
+W = "dbt://warehouse/main/"
+
+
+def _step(name: str, deps: tuple[str, ...] = (), tests: tuple[DbtTest, ...] = (), kind: str = "model") -> DbtStep:
+    return DbtStep(
+        name=name, pipeline="p", path=f"p/dbt/{name}.sql", description="", outputs=(W + name,), deps=tuple(Dep(W + d, False) for d in deps),
+        unique_id=f"{kind}.p.{name}", project="p/dbt", relation=f"warehouse.main.{name}", resource_type=kind, materialized="table", tests=tests, fqn=f"p.{name}",
+    )  # fmt: skip
+
+
+# the manifest as dbt sees it: `stg` reads the seed through source('crm', 'seed'), `mart` refs `stg`
+NODES: dict[str, dict[str, object]] = {
+    "seed.p.seed": {"resource_type": "seed", "depends_on": {"nodes": []}},
+    "model.p.stg": {"resource_type": "model", "depends_on": {"nodes": ["source.p.crm.seed"]}, "config": {"materialized": "table"}},
+    "model.p.eph": {"resource_type": "model", "depends_on": {"nodes": ["model.p.stg"]}, "config": {"materialized": "ephemeral"}},
+    "model.p.mart": {"resource_type": "model", "depends_on": {"nodes": ["model.p.eph"]}, "config": {"materialized": "table"}},
+    "test.p.not_null_mart_id": {"resource_type": "test", "depends_on": {"nodes": ["model.p.mart"]}, "fqn": ["p", "not_null_mart_id"]},
+    "test.p.source_not_null_crm_seed_id": {"resource_type": "test", "depends_on": {"nodes": ["source.p.crm.seed"]}, "fqn": ["p", "source_not_null_crm_seed_id"]},
+}
+ON_SOURCE = DbtTest("source_not_null_crm_seed_id", "test.p.source_not_null_crm_seed_id", Severity.ERROR, asset=W + "seed", select="fqn:p.source_not_null_crm_seed_id")
+ON_MART = DbtTest("not_null_mart_id", "test.p.not_null_mart_id", Severity.ERROR)
+
+
+def test_a_source_that_is_a_seed_builds_in_a_later_wave() -> None:
+    seed, stg, mart = _step("seed", kind="seed"), _step("stg", ("seed",), (ON_SOURCE,)), _step("mart", ("stg",), (ON_MART,))
+    got = waves([mart, stg, seed], [ON_SOURCE, ON_MART], NODES)
+    # the seed first; `stg` reads it through a source dbt does not know is the seed; `mart` (through the ephemeral) with `stg`
+    assert [([s.uri for s in models], [t.name for t in tests]) for models, tests in got] == [
+        ([W + "seed"], []),
+        ([W + "mart", W + "stg"], ["source_not_null_crm_seed_id", "not_null_mart_id"]),
+    ]
+    assert wave_args(*got[1], NODES) == ["--select", "fqn:p.mart fqn:p.stg fqn:p.source_not_null_crm_seed_id fqn:p.not_null_mart_id", "--indirect-selection", "empty"]
+
+
+def test_edges_dbt_sees_need_one_invocation() -> None:
+    nodes = {**NODES, "model.p.stg": {"resource_type": "model", "depends_on": {"nodes": ["seed.p.seed"]}, "config": {}}}  # ref('seed')
+    seed, stg = _step("seed", kind="seed"), _step("stg", ("seed",))
+    assert len(waves([stg, seed], [], nodes)) == 1
+
+
+def test_outputs_follow_dependencies() -> None:
+    seed, stg, mart = _step("seed", kind="seed"), _step("stg", ("seed",)), _step("mart", ("stg",))
+    assert [s.name for s in topological([mart, stg, seed])] == ["seed", "stg", "mart"]
+    cyclic = _step("a", ("b",)), _step("b", ("a",))  # reported at load; ordering still ends
+    assert sorted(s.name for s in topological(list(cyclic))) == ["a", "b"]

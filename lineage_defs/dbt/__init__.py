@@ -10,6 +10,7 @@ Layers, each importing only those above it::
     load           every project of a pipelines folder, for the plan
     commands       dbt invocations of a run, the lineage pass budget
     index          the static-analysis parquet index reader
+    catalog        the built relations' real columns and types (one catalog query)
     lineage_pass   the post-materialization lineage pass
     selection      which models and tests a run selects
     assets         DbtSteps → Dagster multi-assets

@@ -4,9 +4,12 @@ Imported only when a dbt asset runs (dagster-dbt and dbt cost seconds to
 import). dagster-dbt's event stream reports each built model and each test,
 mapped to the plan's keys by ``LineageDbtTranslator``; the models' outputs
 are held until the lineage pass has run, so each carries its column schema
-and column lineage (read back like a script's). The embedded DuckDB files
-admit one writing process: a project on the default profile holds the state
-lock while dbt runs.
+(real types from one catalog query, ``catalog.py``) and column lineage (read
+back like a script's), and are yielded upstream first. A source that is one
+of the project's own seeds or models is an edge dbt cannot see: the build
+then runs in waves (``selection.waves``). The embedded DuckDB files admit one
+writing process: a project on the default profile holds the state lock while
+dbt runs, and releases it before the catalog query takes it again.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from dagster_dbt import DbtCliResource
 
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.context import BuildContext
+from lineage_defs.dbt.catalog import Columns, build_columns, relations_to_read
 from lineage_defs.dbt.commands import MAX_RUNTIME_TAG, dbt_commands, pass_budget
 from lineage_defs.dbt.lineage_pass import BuiltModel, LineagePass, PassResult, detect_engine
 from lineage_defs.dbt.project import DbtProject
-from lineage_defs.dbt.selection import by_name, source_tests
+from lineage_defs.dbt.relations import analysis_uri, node_relation
+from lineage_defs.dbt.selection import by_name, dbt_parents, topological, wave_args, waves
 from lineage_defs.dbt.translator import LineageDbtTranslator
 from lineage_defs.plan.spec import DbtStep
 from lineage_defs.run.substrates import StateLock
@@ -59,16 +64,23 @@ class DbtRun:
     def execute(self, selection: list[str]) -> Iterator[Any]:
         context, project, keys = self.context, self.project, self.keys
         dbt = DbtCliResource(project_dir=str(self.project_dir), profiles_dir=project.profiles_dir, dbt_executable=self._executable())
-        node_keys = {u: keys.asset_key(uri) for u, uri in project.node_uris}
+        aliases = dict(project.lineage_aliases)  # a source whose relation is a model's or seed's reports as that asset
+        node_keys = {u: keys.asset_key(aliases.get(uri, uri)) for u, uri in project.node_uris}
         node_keys.update({s.unique_id: keys.asset_key(s.uri) for s in self.steps})
         translator = LineageDbtTranslator(node_keys)
         manifest = project.manifest()
         by_key = {keys.asset_key(s.uri): s for s in self.steps}
         wanted_checks = set(context.selected_asset_check_keys)
+        chosen = [by_key[k] for k in context.selected_asset_keys if k in by_key]
+        tests = [t for s in self.steps for t in s.tests if AssetCheckKey(keys.asset_key(t.asset) if t.asset else keys.asset_key(s.uri), t.name) in wanted_checks]
         if set(context.selected_asset_keys) != set(by_key):  # a subset: the selected models by name, and selected source tests
-            chosen = [by_key[k] for k in context.selected_asset_keys if k in by_key]
-            tests = [t for t in source_tests(self.steps) if AssetCheckKey(keys.asset_key(t.asset), t.name) in wanted_checks]
-            selection = by_name(chosen, tests)
+            selection = by_name(chosen, [t for t in tests if t.select])
+        # dbt orders by ref() and source(); a source that is one of these models is an edge it
+        # cannot see: then the build runs in waves, the model after the one its source is
+        picked = {s.uri for s in chosen}
+        steps_of_run = [s for s in self.steps if s.uri in picked]
+        parts = waves(steps_of_run, tests, manifest["nodes"])
+        selections = [wave_args(models, wave_tests, manifest["nodes"]) for models, wave_tests in parts] if len(parts) > 1 else [selection]
 
         # 1. dbt, holding the state lock on the embedded default
         outputs: dict[str, Output[Any]] = {}
@@ -77,7 +89,7 @@ class DbtRun:
         lock = StateLock(self.settings) if project.default_profile else contextlib.nullcontext()
         build_target = project.target_path(self.settings.pipelines_dir, context.run.run_id)
         with lock:
-            for args in dbt_commands(project.config, self._window(), selection):
+            for args in [a for sel in selections for a in dbt_commands(project.config, self._window(), sel)]:
                 context.log.info(f"dbt {' '.join(args)}")
                 invocation = dbt.cli(args, manifest=manifest, dagster_dbt_translator=translator, raise_on_error=False, target_path=build_target)
                 for event in invocation.stream():
@@ -93,32 +105,61 @@ class DbtRun:
                     failure = invocation.get_error()
                     break
 
-        # 2. the lineage pass over what was built; 3. outputs with its metadata, then the checks
+        # 2. the real columns of what was built, and the lineage pass over it
         by_output = {keys.asset_key(s.uri).to_python_identifier(): s for s in self.steps}
-        built = [by_output[name] for name in outputs if name in by_output]
-        result = PassResult()
+        built = topological([by_output[name] for name in outputs if name in by_output])  # outputs in dependency order
+        columns, result = self._columns(built, manifest), PassResult()
         if project.config.column_lineage and built:
-            result = self._lineage(built, build_target)
-        for name, out in outputs.items():
-            step = by_output.get(name)
-            extra = self._metadata(step, result) if step is not None else {}
-            yield Output(value=None, output_name=name, metadata={**(out.metadata or {}), **extra})
+            result = self._lineage(built, build_target, columns, manifest)
+        # 3. outputs with their metadata, upstreams first; then the checks
+        for step in built:
+            name = keys.asset_key(step.uri).to_python_identifier()
+            out = outputs[name]
+            yield Output(value=None, output_name=name, metadata={**(out.metadata or {}), **self._metadata(step, result, columns)})
         yield from checks
         if failure is not None:
             raise failure  # the run's target path stays for debugging
         shutil.rmtree(build_target, ignore_errors=True)  # compiled SQL of every model: not kept run after run
 
-    def _lineage(self, built: Sequence[DbtStep], build_target: Path) -> PassResult:
+    def _columns(self, built: Sequence[DbtStep], manifest: dict[str, Any]) -> Columns:
+        """One catalog query: the built relations and every relation the built models read."""
+        if not built:
+            return {}
+        relations, known = relations_to_read(built, manifest, self.project, {s.uri for s in self.ctx.project.steps}, self.settings)
+        start = time.perf_counter()
+        columns, note = build_columns(self.project, self.settings, sorted(relations), known)
+        if note:
+            self.context.log.warning(f"dbt column types ({self.project.path}): {note}")
+        else:
+            self.context.log.debug(f"dbt column types ({self.project.path}): {len(relations)} relations in {time.perf_counter() - start:.3f}s")
+        return columns
+
+    def _lineage(self, built: Sequence[DbtStep], build_target: Path, real: Columns, manifest: dict[str, Any]) -> PassResult:
         context, project, settings = self.context, self.project, self.settings
         engine = detect_engine(settings.dbt_analysis_executable or settings.dbt_executable)
-        columns = {s.uri: s.output_columns for s in self.ctx.project.steps if s.output_columns}
+        planned = {s.uri: s.output_columns for s in self.ctx.project.steps if s.output_columns}
         aliases = dict(project.lineage_aliases)
         back = {v: k for k, v in aliases.items()}
+        nodes, sources = manifest["nodes"], manifest["sources"]
+        node_uris = dict(project.node_uris)
         models = []
         for s in built:
-            upstream = {back.get(d.uri, d.uri): columns[d.uri] for d in s.deps if d.uri in columns}  # the name the compiled SQL uses
+            if s.resource_type != "model":
+                continue  # a seed or snapshot has no compiled SQL: its columns come from the catalog
+            upstream: dict[str, list[str]] = {}
+            for u in dbt_parents(s.unique_id, nodes):
+                node = nodes.get(u) or sources.get(u)
+                if node is None:
+                    continue
+                relation = node_relation(node)
+                name = analysis_uri(relation, project.default_profile)  # the name the compiled SQL uses
+                cols = [c for c, _ in real.get(relation.lower(), ())] or list(planned.get(node_uris.get(u, ""), None) or ())
+                if name and cols:
+                    upstream[back.get(name, name)] = cols
             models.append(BuiltModel(s.unique_id, s.uri, s.path[len(project.path) + 1 :], upstream))
-        select = " ".join(f"fqn:{s.fqn}" for s in built)
+        if not models:
+            return PassResult()
+        select = " ".join(f"fqn:{s.fqn}" for s in built if s.resource_type == "model")
 
         def static_compile(target: Path, timeout: float) -> subprocess.CompletedProcess[str]:
             args = [engine.executable or self._executable(), "compile", "--static-analysis", "strict", "--project-dir", str(self.project_dir),
@@ -129,7 +170,7 @@ class DbtRun:
         started = record.start_time if record is not None else None
         timeout = float(context.run.tags.get(MAX_RUNTIME_TAG) or settings.dbt_run_timeout)
         lineage = LineagePass(
-            engine=engine, build_target=build_target, project_name=project.name, node_uris=dict(project.node_uris), aliases=aliases,
+            engine=engine, build_target=build_target, project_name=project.name, node_uris=node_uris, aliases=aliases,
             prelude=project.lineage_prelude, static_compile=static_compile, cache_file=project.lineage_cache(settings),
         )  # fmt: skip
         result = lineage.run(models, pass_budget(timeout, started, time.time()))
@@ -139,14 +180,14 @@ class DbtRun:
             context.log.info(f"dbt lineage pass ({project.path}): {len(models)} models from {result.source} in {result.seconds:.2f}s")
         return result
 
-    def _metadata(self, step: DbtStep, result: PassResult) -> dict[str, Any]:
+    def _metadata(self, step: DbtStep, result: PassResult, real: Columns) -> dict[str, Any]:
         """The same column schema and lineage entries a script's materialization carries."""
         uri = step.uri
         edges = result.edges.get(uri, ())
         meta: dict[str, Any] = {"lineage/uri": uri}
         if result.source:
             meta["lineage/column_lineage_source"] = result.source
-        cols = result.columns.get(uri)
+        cols = real.get(step.relation.lower()) or result.columns.get(uri)  # the catalog's, else what the analysis saw
         if cols:
             schema = md.column_schema(uri, [c for c, _ in cols], edges, dict(cols))
             if schema is not None:

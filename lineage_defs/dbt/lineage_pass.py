@@ -7,7 +7,9 @@ After the build, for the models it built:
    index is read (``index.py``);
 2. dbt-core 1.x has no such analysis: the compiled SQL the build wrote
    (``<target>/compiled/<project>/<path>``) goes through the project's own SQL
-   lineage (sqlglot), cached by the compiled SQL's hash — no warehouse query.
+   lineage (sqlglot), cached by the compiled SQL's hash; ``*`` expands against
+   each model's real upstream columns (``BuiltModel.upstream_schemas``, which
+   the run reads from the catalog, ``catalog.py``).
 
 The pass is best-effort about itself: a wrong engine, a rejected analysis, a
 missing/unreadable/oversized index or its time budget give partial or no
@@ -48,7 +50,7 @@ class BuiltModel:
     unique_id: str
     uri: str
     path: str  # original_file_path inside the dbt project
-    upstream_schemas: Mapping[str, Sequence[str]] = field(default_factory=dict)  # URI → columns, for `*`
+    upstream_schemas: Mapping[str, Sequence[str]] = field(default_factory=dict)  # URI (as the compiled SQL names it) → real columns, for `*`
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,9 +13,9 @@ from lineage_defs.dbt.model_lineage import LineageInputs, with_lineage
 from lineage_defs.dbt.nodes import dbt_steps, relation_aliases
 from lineage_defs.dbt.project import DbtProject, discover, open_project
 from lineage_defs.dbt.relations import own_catalogs
-from lineage_defs.errors import LineageDefsError
+from lineage_defs.errors import LineageDefsError, Location, SpecError
 from lineage_defs.plan.cache import PlanCache, content_hash
-from lineage_defs.plan.spec import Analysis, DbtStep, Dep, Problem
+from lineage_defs.plan.spec import Analysis, DbtStep, Dep, Problem, ScriptStep
 from lineage_defs.settings import LineageSettings
 
 # (SQL, known upstream columns) → the SQL's analysis: the plan's own SQL analysis, handed in
@@ -30,6 +31,30 @@ class DbtLoad:
     lineage_inputs: Mapping[str, LineageInputs] = field(default_factory=dict)  # per project path
     pipelines: frozenset[str] = frozenset()  # pipelines holding a dbt project (valid or not)
 
+    def catalogs(self) -> tuple[str, ...]:
+        """The databases of projects on their own profile, as scripts' SQL names them."""
+        return tuple(sorted({db for p in self.projects for db in p.own_databases}))
+
+    def attach_databases(self, step: ScriptStep, errors: list[LineageDefsError]) -> ScriptStep:
+        """A script reading a project's own database attaches its DuckDB file; one scripts cannot reach is a located error."""
+        owners = {db: p for p in self.projects for db in p.own_databases}
+        attach: dict[str, str] = {}
+        for d in step.deps if owners else ():
+            db = d.uri.split("://", 1)[1].split("/", 1)[0] if d.uri.startswith("dbt://") else ""
+            project = owners.get(db)
+            if project is None:
+                continue
+            files = dict(project.database_files)
+            if db in files:
+                attach[db] = files[db]
+                continue
+            target = {"duckdb": "a DuckDB that is no local file (in memory, MotherDuck)", "": "a target lineage_defs cannot read"}.get(project.adapter, f"a {project.adapter} target")
+            errors.append(SpecError(
+                f"reads {d.uri}, a relation of the dbt project {project.path}, which builds into {target} that scripts cannot attach",
+                _located(step, db, d.line), f"give {project.path}/profiles.yml a DuckDB file target (path: {db}.duckdb), or read a model built on the embedded default",
+            ))  # fmt: skip
+        return replace(step, attach=tuple(sorted(attach.items()))) if attach else step
+
     def with_lineage(self, schemas: dict[str, tuple[str, ...]], resolve: Callable[[str], str], analyze: Analyze, cache: PlanCache) -> list[DbtStep]:
         """The dbt steps with deps resolved and load-time column lineage (cached: a warm load renders nothing)."""
         if not self.steps:
@@ -44,8 +69,29 @@ class DbtLoad:
                 cache.put(key, hit)
             return None if hit == _UNRENDERABLE else hit
 
-        steps = [replace(s, deps=tuple(dict.fromkeys(Dep(resolve(d.uri), d.explicit) for d in s.deps))) for s in self.steps]
+        # a source whose relation is a seed's, a model's (of any project) or a script's table IS that
+        # asset: its readers depend on it and its tests are checks of it, one node
+        steps = [
+            replace(
+                s,
+                deps=tuple(dict.fromkeys(Dep(resolve(d.uri), d.explicit) for d in s.deps if resolve(d.uri) != s.uri)),
+                tests=tuple(replace(t, asset=resolve(t.asset)) if t.asset else t for t in s.tests),
+            )
+            for s in self.steps
+        ]
         return with_lineage(steps, self.lineage_inputs, schemas, self.aliases, resolve, cached)
+
+
+def _located(step: ScriptStep, catalog: str, line: int) -> Location:
+    """Where the script names ``catalog.``: its first statement that does, else the read's line."""
+    pattern = re.compile(rf"\b{re.escape(catalog)}\s*\.", re.IGNORECASE)
+    for st in step.statements:
+        m = pattern.search(st.sql)
+        if m:
+            before = st.sql[: m.start()]
+            text = st.sql.splitlines()[before.count("\n")] if st.sql else ""
+            return Location(step.path, st.line + before.count("\n"), m.start() - (before.rfind("\n") + 1) + 1, text, len(catalog))
+    return Location(step.path, line or 1)
 
 
 # Cached for a model whose SQL needs more of dbt than load-time rendering has (its lineage comes from the run).
@@ -83,6 +129,8 @@ def _lineage_inputs(project: DbtProject, nodes: Mapping[str, Any]) -> LineageInp
         if n["resource_type"] in ("model", "seed", "snapshot") and n.get("relation_name"):
             refs[n["name"]] = n["relation_name"]
     sources = {(s["source_name"], s["name"]): s["relation_name"] for s in nodes["sources"].values() if s.get("relation_name")}
+    ephemerals = {n["name"]: n.get("raw_code", "") for n in nodes["nodes"].values() if n["resource_type"] == "model" and (n.get("config") or {}).get("materialized") == "ephemeral"}
     _, own = own_catalogs(project.node_uris, project.default_profile)
-    key = content_hash(json.dumps(sorted(refs.items())), json.dumps(sorted(sources.items())), project.config.vars_json, project.lineage_prelude)
-    return LineageInputs(refs, sources, json.loads(project.config.vars_json or "{}"), key, project.lineage_prelude, own)
+    key = content_hash(json.dumps(sorted(refs.items())), json.dumps(sorted(sources.items())), json.dumps(sorted(ephemerals.items())), project.config.vars_json, project.lineage_prelude)
+    compiled = dict(nodes.get("compiled") or {})
+    return LineageInputs(refs, sources, json.loads(project.config.vars_json or "{}"), key, project.lineage_prelude, own, ephemerals, compiled)

@@ -36,8 +36,10 @@ from lineage_defs.run.substrates import extension_directory
 from lineage_defs.settings import LineageSettings
 
 # Bump when what is kept from the manifest changes.
-MANIFEST_CACHE_VERSION = "dbt-v1"
+MANIFEST_CACHE_VERSION = "dbt-v2"  # v2: compiled SQL of models calling macros
 _SKIP = {"target", "logs", ".git", "__pycache__", ".venv", "venv", "node_modules"}
+# A project's own DuckDB target usually lives in its folder: the data a build writes is no input of the parse.
+_DATA_SUFFIXES = (".duckdb", ".duckdb.wal", ".db", ".db.wal", ".ducklake", ".ducklake.wal")
 _NODE_TYPES = ("model", "seed", "snapshot", "test")
 _NODE_FIELDS = (
     "unique_id", "resource_type", "name", "package_name", "path", "original_file_path", "fqn", "database",
@@ -112,9 +114,60 @@ def profiles_dir(project_dir: Path, settings: LineageSettings, threads: int | No
     return folder, True
 
 
+@dataclass(frozen=True)
+class OwnTarget:
+    """The target a project's own ``profiles.yml`` selects, as far as lineage_defs can reach it.
+
+    ``files`` are its DuckDB databases (name → absolute path: the main file and
+    its ``attach`` entries), which scripts can attach and the run's catalog
+    query can read; another adapter (PostgreSQL, Snowflake…) or an in-memory or
+    remote DuckDB gives none.
+    """
+
+    adapter: str
+    files: tuple[tuple[str, str], ...] = ()
+    problem: str = ""  # why the target could not be read, if it could not
+
+
+def own_target(project_dir: Path, target: str | None) -> OwnTarget:
+    """What the project's ``profiles.yml`` target is (``env_var`` rendered; relative paths from the project folder, as dbt runs there)."""
+    import yaml  # PyYAML ships no types: the ignore on this module's first import covers it
+
+    try:
+        _, profile = profile_name(project_dir)
+        profiles = yaml.safe_load((project_dir / "profiles.yml").read_text(encoding="utf-8")) or {}
+        entry = profiles.get(profile) or {}
+        output = (entry.get("outputs") or {}).get(target or entry.get("target") or "dev")
+    except (OSError, yaml.YAMLError, AttributeError) as e:
+        return OwnTarget("", problem=f"profiles.yml: {e}")
+    if not isinstance(output, dict):
+        return OwnTarget("", problem=f"profiles.yml has no target {target or entry.get('target')!r} in profile {profile!r}")
+    def text(value: Any) -> str:
+        if "{" not in str(value):  # plain: no Jinja on a warm load
+            return str(value)
+        import jinja2
+
+        try:
+            return jinja2.Environment().from_string(str(value)).render(env_var=lambda name, default="": os.environ.get(name, default))
+        except jinja2.TemplateError:
+            return str(value)
+
+    adapter = text(output.get("type", ""))
+    if adapter != "duckdb":
+        return OwnTarget(adapter)
+    files: list[tuple[str, str]] = []
+    for path, name in [(output.get("path", ":memory:"), output.get("database")), *((a.get("path", ""), a.get("alias")) for a in output.get("attach") or [] if isinstance(a, dict))]:
+        where = text(path)
+        if not where or where.startswith((":memory:", "md:", "motherduck:")) or ":" in where.split("/")[0] and not Path(where).is_absolute():
+            continue  # in memory, MotherDuck, another extension's URL: not a file scripts can attach
+        file = Path(where) if Path(where).is_absolute() else (project_dir / where).resolve()
+        files.append((text(name) if name else file.name.split(".")[0], str(file)))
+    return OwnTarget(adapter, tuple(files))
+
+
 def _files(folder: Path) -> Iterator[Path]:
     for p in sorted(folder.iterdir()):
-        if p.name in _SKIP or p.name.startswith("."):
+        if p.name in _SKIP or p.name.startswith(".") or p.name.endswith(_DATA_SUFFIXES):
             continue
         if p.is_dir():
             yield from _files(p)
@@ -225,6 +278,8 @@ def parse_project(
         manifest = json.loads(manifest_path.read_text())
         nodes = plan_nodes(manifest)
         nodes["selected"] = json.loads((Path(tmp) / "selected.json").read_text())
+        compiled = Path(tmp) / "compiled.json"
+        nodes["compiled"] = json.loads(compiled.read_text()) if compiled.exists() else {}
         if (Path(tmp) / "partial_parse.msgpack").exists():  # lets every build skip a full re-parse
             fd, part = tempfile.mkstemp(dir=folder, prefix=".msgpack-")
             os.close(fd)

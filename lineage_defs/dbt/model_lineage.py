@@ -1,16 +1,18 @@
 """Column lineage of dbt models from their SQL, with the project's own SQL analysis.
 
 At load time a model's raw SQL is rendered with a minimal Jinja context
-(``ref``, ``source``, ``var``, ``config``, ``is_incremental``, ``this``) —
-enough for plain models; one that calls other macros gets its lineage from
-the post-materialization pass instead (``lineage_pass.py``), which feeds
-the compiled SQL to the same ``model_edges``. No warehouse is queried.
+(``ref``, ``source``, ``var``, ``config``, ``is_incremental``, ``this``;
+an ephemeral ``ref`` inlined as a subquery) — enough for plain models. One
+that calls other macros (``adapter.dispatch``, ``dbt.date_trunc``) takes the
+SQL dbt compiled for it when the manifest was parsed (``parse_main``); the
+post-materialization pass (``lineage_pass.py``) feeds the build's compiled
+SQL to the same ``model_edges``. No warehouse is queried.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lineage_defs.plan.cache import content_hash
@@ -30,14 +32,34 @@ class LineageInputs:
     key: str  # content hash of all of the above: part of every model's cache key
     prelude: str  # SQL declaring the project's own databases to the analysis
     own: Mapping[str, str]  # URIs the analysis gives the project's own relations → asset URIs
+    ephemerals: Mapping[str, str] = field(default_factory=dict)  # ephemeral model name → raw SQL (inlined)
+    compiled: Mapping[str, str] = field(default_factory=dict)  # unique id → SQL dbt compiled at parse time (macros)
 
 
-def render(sql: str, node_relation: str, refs: Mapping[str, str], sources: Mapping[tuple[str, str], str], dbt_vars: Mapping[str, Any]) -> str | None:
-    """Raw model SQL → SQL, or None when it needs more of dbt than this context has."""
+def render(
+    sql: str,
+    node_relation: str,
+    refs: Mapping[str, str],
+    sources: Mapping[tuple[str, str], str],
+    dbt_vars: Mapping[str, Any],
+    ephemerals: Mapping[str, str] | None = None,
+    depth: int = 0,
+) -> str | None:
+    """Raw model SQL → SQL, or None when it needs more of dbt than this context has.
+
+    A ``ref()`` to an ephemeral model (``ephemerals``: name → raw SQL) is
+    inlined as a subquery, the way dbt inlines it as a CTE.
+    """
     import jinja2
 
     def ref(*args: str, **_: Any) -> str:
-        return refs[args[-1]]
+        name = args[-1]
+        if name not in refs and ephemerals and name in ephemerals and depth < 20:
+            inner = render(ephemerals[name], node_relation, refs, sources, dbt_vars, ephemerals, depth + 1)
+            if inner is None:
+                raise KeyError(name)
+            return f"({inner.strip().rstrip(';')})"
+        return refs[name]
 
     def source(source_name: str, table: str) -> str:
         return sources[(source_name, table)]
@@ -114,12 +136,13 @@ def with_lineage(
 
         def sql(_s: DbtStep = s, _i: LineageInputs = info) -> str | None:  # rendered once, only on a cache miss
             if not rendered:
-                text = render(_s.sql, _s.relation, _i.refs, _i.sources, _i.vars)
+                # a model calling macros: the SQL dbt compiled when the manifest was parsed
+                text = render(_s.sql, _s.relation, _i.refs, _i.sources, _i.vars, _i.ephemerals) or _i.compiled.get(_s.unique_id)
                 rendered.append(_i.prelude + text if text is not None else None)
             return rendered[0]
 
-        # the model's SQL, its relation and everything its refs/sources/vars can render to
-        key = content_hash("dbt-model", info.key, s.relation, s.sql)
+        # the model's SQL, its relation, everything its refs/sources/vars can render to, what dbt compiled
+        key = content_hash("dbt-model", info.key, s.relation, s.sql, info.compiled.get(s.unique_id, ""))
         a = analyze(key, sql, None)
         if a is None:
             out[s.uri] = s

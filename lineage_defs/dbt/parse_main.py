@@ -1,9 +1,17 @@
-"""``python -m lineage_defs.dbt.parse_main <json>``: dbt parse, then the selection, in one dbt process.
+"""``dbt parse`` (and ``dbt ls`` for a selection) in a process of its own: dbt keeps global state.
 
-Run by ``manifest.py`` in a subprocess (dbt keeps global state and
-costs seconds to import; one process pays that once). Writes
-``manifest.json`` and ``partial_parse.msgpack`` into ``target`` (dbt's own
-artifacts) and ``selected.json`` (unique ids, or null for everything).
+Invoked by ``manifest.parse_project`` as
+``python -m lineage_defs.dbt.parse_main '<json spec>'``; writes into the spec's
+``target``: ``manifest.json``, ``partial_parse.msgpack`` (dbt's own
+artifacts), ``selected.json`` (unique ids, or null for everything) and
+``compiled.json``: the SQL dbt compiles for the models that call macros the
+load-time renderer does not have (``adapter.dispatch``, ``dbt.date_trunc``…),
+so their load-time lineage needs no build.
+
+That compile runs against an in-memory DuckDB of its own (the manifest as
+parsed, so relation names stay the project's): it takes no lock on the
+warehouse a run may be writing, and a macro that queries the warehouse
+(introspection is off) just leaves its model to the post-build pass.
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 
 def main(spec: dict[str, object]) -> int:
@@ -25,16 +33,69 @@ def main(spec: dict[str, object]) -> int:
     if not parsed.success:
         print(f"dbt parse failed: {parsed.exception or 'see the dbt log above'}", file=sys.stderr)
         return 1
+    manifest = cast(Manifest, parsed.result)
     selected = None
     selection = [str(a) for a in spec["selection"]]  # type: ignore[attr-defined]
     if selection:
-        listed = dbtRunner(manifest=cast(Manifest, parsed.result)).invoke(["ls", "--quiet", *common, *extra, *selection, "--output", "json", "--output-keys", "unique_id"])
+        listed = dbtRunner(manifest=manifest).invoke(["ls", "--quiet", *common, *extra, *selection, "--output", "json", "--output-keys", "unique_id"])
         if not listed.success:
             print(f"dbt ls failed for the selection {selection}: {listed.exception}", file=sys.stderr)
             return 1
         selected = [json.loads(line)["unique_id"] for line in cast("list[str]", listed.result or [])]
     Path(target, "selected.json").write_text(json.dumps(selected))
+    Path(target, "compiled.json").write_text(json.dumps(_compile(manifest, spec, extra)))
     return 0
+
+
+def _compile(manifest: Any, spec: dict[str, object], extra: list[str]) -> dict[str, str]:
+    """unique id → compiled SQL of each model the load-time renderer cannot render; best effort."""
+    import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
+
+    from dbt.cli.main import dbtRunner
+
+    from lineage_defs.dbt.model_lineage import render
+    from lineage_defs.dbt.relations import relation_of
+
+    if manifest.metadata.adapter_type != "duckdb":
+        return {}  # another adapter's dispatch would pick other macros than an in-memory DuckDB
+    data = json.loads(Path(str(spec["target"]), "manifest.json").read_text())  # what `dbt parse` wrote
+    nodes = data["nodes"]
+    models = {u: n for u, n in nodes.items() if n["resource_type"] == "model" and n.get("language", "sql") == "sql"}
+    refs = {n["name"]: n["relation_name"] for n in nodes.values() if n.get("relation_name")}
+    sources = {(s["source_name"], s["name"]): s["relation_name"] for s in data["sources"].values() if s.get("relation_name")}
+    ephemerals = {n["name"]: n["raw_code"] for n in models.values() if (n.get("config") or {}).get("materialized") == "ephemeral"}
+    args = list(extra)
+    dbt_vars = json.loads(args[args.index("--vars") + 1]) if "--vars" in args else {}
+    if "--target" in args:  # the scratch profile has one target of its own
+        i = args.index("--target")
+        del args[i : i + 2]
+    wanted = [
+        ".".join(n["fqn"]) for u, n in models.items()
+        if (n.get("config") or {}).get("materialized") != "ephemeral" and render(n["raw_code"], relation_of(n), refs, sources, dbt_vars, ephemerals) is None
+    ]  # fmt: skip
+    if not wanted:
+        return {}
+    scratch = Path(str(spec["target"]), "compile")
+    scratch.mkdir(parents=True, exist_ok=True)
+    profile = _profile(Path(str(spec["project_dir"])))
+    output = {"type": "duckdb", "path": ":memory:", "threads": 1, "config_options": {"autoinstall_known_extensions": False, "autoload_known_extensions": False}}
+    (scratch / "profiles.yml").write_text(yaml.safe_dump({profile: {"target": "lineage_compile", "outputs": {"lineage_compile": output}}}))
+    common = ["--project-dir", str(spec["project_dir"]), "--profiles-dir", str(scratch), "--target-path", str(scratch), "--log-path", str(scratch)]
+    done = dbtRunner(manifest=manifest).invoke(
+        ["compile", "--quiet", *common, *args, "--no-introspect", "--no-populate-cache", "--select", " ".join(f"fqn:{f}" for f in wanted)]
+    )
+    out: dict[str, str] = {}
+    for r in getattr(done.result, "results", None) or []:
+        code = getattr(r.node, "compiled_code", None)
+        if code and str(getattr(r, "status", "")).lower() == "success":
+            out[r.node.unique_id] = code
+    return out
+
+
+def _profile(project_dir: Path) -> str:
+    from lineage_defs.dbt.manifest import profile_name
+
+    return profile_name(project_dir)[1]
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lineage_defs.dbt.config import DbtConfig, parse_lineage_yml
-from lineage_defs.dbt.manifest import parse_project, profiles_dir
+from lineage_defs.dbt.manifest import own_target, parse_project, profiles_dir
 from lineage_defs.dbt.relations import ASSET_TYPES, is_asset, model_uri, source_uri
 from lineage_defs.errors import LineageDefsError, Location, SpecError
 from lineage_defs.settings import LineageSettings
@@ -45,6 +45,17 @@ class DbtProject:
     # name them, and this project's own database's relations).
     lineage_prelude: str = ""
     lineage_aliases: tuple[tuple[str, str], ...] = ()
+    # The target's adapter, and its DuckDB files (database name → absolute path) when it has
+    # any: what the run's catalog query reads and what scripts attach to read the models.
+    adapter: str = "duckdb"
+    database_files: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def own_databases(self) -> tuple[str, ...]:
+        """The databases of a project on its own profile: where its nodes' and sources' relations live."""
+        if self.default_profile:
+            return ()
+        return tuple(sorted({u.split("://", 1)[1].split("/", 1)[0] for _, u in self.node_uris if u.startswith("dbt://")}))
 
     def project_dir(self, pipelines_dir: str | Path) -> Path:
         return Path(pipelines_dir) / self.path
@@ -128,6 +139,7 @@ def open_project(root: Path, pipeline: str, folder: Path, settings: LineageSetti
         [(u, model_uri(n)) for u, n in nodes["nodes"].items() if n["resource_type"] in ASSET_TYPES]
         + [(u, source_uri(src, is_default)) for u, src in nodes["sources"].items()]
     )
+    target = own_target(folder, config.target) if not is_default else None
     project = DbtProject(
         path=rel,
         pipeline=pipeline,
@@ -140,5 +152,7 @@ def open_project(root: Path, pipeline: str, folder: Path, settings: LineageSetti
         unique_ids=ids,
         test_ids=tests,
         node_uris=node_uris,
+        adapter=target.adapter if target else "duckdb",
+        database_files=target.files if target else (),
     )
     return Opened(project, nodes, errors)

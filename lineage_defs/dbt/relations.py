@@ -58,6 +58,19 @@ def script_uri(relation: str, default_profile: bool) -> str | None:
     return None
 
 
+def node_relation(node: Mapping[str, Any]) -> str:
+    """``database.schema.name`` of any manifest node: a model, seed or snapshot (its alias) or a source (its identifier)."""
+    return f"{node.get('database')}.{node.get('schema')}.{node.get('alias') or node.get('identifier') or node.get('name')}"
+
+
+def analysis_uri(relation: str, default_profile: bool) -> str | None:
+    """The URI the SQL analysis gives ``database.schema.name`` in compiled SQL (a project's own databases declared by ``own_catalogs``' prelude)."""
+    database, schema, name = relation.split(".", 2)
+    if default_profile:
+        return script_uri(relation, True)
+    return table_uri(f"duckdb://{database}", schema, name)
+
+
 def own_catalogs(node_uris: Iterable[tuple[str, str]], default_profile: bool) -> tuple[str, dict[str, str]]:
     """For a project on its own profile: SQL declaring its databases, and their relations → assets.
 

@@ -194,8 +194,8 @@ class QueryLineage(_Memo):
             names = [self._spelling(scope, it) for it in items if it.name is not None]
             open_stars = [it.star[0] for it in items if it.star and it.star[1] is None]
             complete, needs = not open_stars, frozenset()
-            for alias in open_stars:
-                needs |= self._source_cols(scope, alias)[2] if alias else frozenset()
+            for alias in open_stars:  # an unaliased derived table is the source named "" (COLUMNS(...) names none)
+                needs |= self._source_cols(scope, alias)[2] if alias in scope.sources else frozenset()
         else:  # VALUES or UNNEST: named by the alias' column list, if any
             return outer, bool(outer), frozenset()
         return outer + names[len(outer) :], complete, needs
@@ -256,7 +256,7 @@ class QueryLineage(_Memo):
             if item.name is not None and self.fold(item.name) == name:
                 return self._item_sources(scope, i)
         # Not named here: it may pass through a star whose columns are unknown.
-        stars = [it.star[0] for it in items if it.star and it.star[1] is None and it.star[0]]
+        stars = [it.star[0] for it in items if it.star and it.star[1] is None and it.star[0] in scope.sources]
         return self._pick(scope, name, stars, None) if stars else None
 
     def _udtf_sources(self, scope: Scope) -> set[Src]:

@@ -35,11 +35,12 @@ class FileResult:
         return Location(self.header.path, line, col, text, len(needle) if needle and needle in text else 1)
 
 
-def analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str, Sequence[str]] | None = None) -> Analysis:
+def analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str, Sequence[str]] | None = None, dbt_catalogs: Sequence[str] = ()) -> Analysis:
     if header.language.is_sql:
         from lineage_defs.plan.sql import analyze_sql  # sqlglot: a warm load takes the analysis from the cache
 
-        return analyze_sql(body, header.language, body_line=header.body_line, pg_connection=pg_connection, schemas=schemas)
+        catalogs = dbt_catalogs if header.language is Language.DUCKDB else ()
+        return analyze_sql(body, header.language, body_line=header.body_line, pg_connection=pg_connection, schemas=schemas, dbt_catalogs=catalogs)
     if header.language is Language.PYTHON:
         reads, templates = python_uris(body)
         return Analysis(reads=reads, read_templates=templates)
@@ -54,27 +55,27 @@ def pg_connection(header: Header) -> str:
     return "default"
 
 
-def load_file(root: Path, path: Path, cache: PlanCache) -> FileResult:
-    """Parse (or take from the cache) one script under ``root``."""
+def load_file(root: Path, path: Path, cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult:
+    """Parse (or take from the cache) one script under ``root``; ``dbt_catalogs`` as ``analyze_sql`` takes them."""
     rel = path.relative_to(root).as_posix()
     text = path.read_text(encoding="utf-8", errors="replace")
-    key = content_hash(rel, text)
+    key = content_hash(rel, text, *dbt_catalogs) if dbt_catalogs else content_hash(rel, text)
     hit = cache.get(key, FileResult)
     if hit is None:
         language = language_of(path.name) or Language.DUCKDB
         header, errs = parse_header(rel, text, language)
-        analysis = analyze(header, split_body(text, header.language)[0], pg_connection(header)) if header.is_step else None
+        analysis = analyze(header, split_body(text, header.language)[0], pg_connection(header), dbt_catalogs=dbt_catalogs) if header.is_step else None
         hit = FileResult(header, tuple(errs), analysis, tuple(text.splitlines()[: header.body_line]), key)
         cache.put(key, hit)
     return hit
 
 
-def with_schemas(root: Path, fr: FileResult, known: Mapping[str, Sequence[str]], cache: PlanCache) -> FileResult:
+def with_schemas(root: Path, fr: FileResult, known: Mapping[str, Sequence[str]], cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult:
     """The file analysed again knowing upstream columns (for `*` and ambiguous names), cached."""
     key = content_hash("schemas", fr.key, repr(sorted((k, tuple(v)) for k, v in known.items())))
     hit = cache.get(key, Analysis)
     if hit is None:
         text = (root / fr.header.path).read_text(encoding="utf-8", errors="replace")
-        hit = analyze(fr.header, split_body(text, fr.header.language)[0], pg_connection(fr.header), known)
+        hit = analyze(fr.header, split_body(text, fr.header.language)[0], pg_connection(fr.header), known, dbt_catalogs)
         cache.put(key, hit)
     return FileResult(fr.header, fr.errors, hit, fr.text_lines, fr.key)

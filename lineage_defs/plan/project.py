@@ -38,11 +38,12 @@ def load_project(root: str | Path, settings: LineageSettings | None = None) -> P
     cache = PlanCache(settings.cache_dir)
     files: dict[str, FileResult] = {}
     pipelines: dict[str, str] = {}
+    dbt = load_dbt(root, SKIP_DIRS, settings)
+    catalogs = dbt.catalogs()  # `shop.main.customers` in a script is a model of the project whose database is `shop`
     for pipeline, path in discover(root):
-        fr = load_file(root, path, cache)
+        fr = load_file(root, path, cache, catalogs)
         files[fr.header.path] = fr
         pipelines[fr.header.path] = pipeline
-    dbt = load_dbt(root, SKIP_DIRS, settings)
     project = _plan(root, files, pipelines, cache, dbt)
     cache.save()
     # A folder that yields no step must not pass `check` silently.
@@ -92,7 +93,7 @@ def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], c
         need = fr.analysis.needs_schemas if fr.analysis else ()
         known = {u: schemas[u] for u in need if u in schemas}
         if known:
-            step_files[p] = with_schemas(root, fr, known, cache)
+            step_files[p] = with_schemas(root, fr, known, cache, dbt.catalogs())
     resolve = graph.current_view_resolver(outputs, step_files, producer, dbt.aliases)
 
     # 3. step specs
@@ -103,7 +104,7 @@ def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], c
     g = Graph(files, producer, resolve, libs, names={s.name for s in steps}, errors=errors, warnings=warnings)
     for p, fr in step_files.items():
         if p in outputs:
-            steps.append(build_step(p, fr, outputs[p], pipelines[p], g))
+            steps.append(dbt.attach_databases(build_step(p, fr, outputs[p], pipelines[p], g), errors))
 
     # 4. external assets, cycles, references to nothing, trigger names
     produced = set(producer)

@@ -39,6 +39,15 @@ def record_schema(settings: LineageSettings, uri: str, schema: Sequence[tuple[st
     _write_json(folder / (hashlib.sha256(uri.encode()).hexdigest()[:24] + ".json"), {"uri": uri, "columns": [list(c) for c in schema]})
 
 
+def captured_schema(settings: LineageSettings, uri: str) -> list[tuple[str, str]] | None:
+    """One target's captured (column, type) pairs, None when it was never written."""
+    try:
+        data = json.loads((settings.schemas_dir / (hashlib.sha256(uri.encode()).hexdigest()[:24] + ".json")).read_text())
+        return [(str(c[0]), str(c[1])) for c in data["columns"]] if data.get("uri") == uri else None
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+
+
 def captured_schemas(settings: LineageSettings) -> dict[str, list[str]]:
     """URI → captured column names.
 

@@ -169,6 +169,8 @@ class ScriptStep(Step):
     owners: tuple[str, ...] = ()
     pool: str | None = None
     body_line: int = 1
+    # (catalog, DuckDB file) of dbt projects' own databases the script reads: attached read-only
+    attach: tuple[tuple[str, str], ...] = ()
 
     @property
     def check_names(self) -> tuple[str, ...]:

@@ -38,11 +38,14 @@ def analyze_sql(
     body_line: int = 1,
     pg_connection: str = "default",
     schemas: Mapping[str, Sequence[str]] | None = None,
+    dbt_catalogs: Sequence[str] = (),
 ) -> SqlAnalysis:
     """Analyze the body of a ``.sql`` script; ``dialect`` is "duckdb" or "postgres".
 
     ``body_line`` is the file line where ``text`` starts. ``schemas`` maps upstream
     asset URIs to their column names, for ``*`` and unqualified columns in joins.
+    ``dbt_catalogs`` are the databases of dbt projects with their own profile:
+    ``shop.main.customers`` then reads ``dbt://shop/main/customers``.
     """
     problems: list[SqlProblem] = []
     statements: list[Statement] = []
@@ -52,6 +55,7 @@ def analyze_sql(
     except Exception as exc:  # sqlglot must never take the code location down
         problems.append(SqlProblem(f"could not parse the SQL: {exc}", body_line, 0, None))
     body = _Body(dialect, pg_connection, {k: list(v) for k, v in (schemas or {}).items()})
+    body.catalogs.update({c.lower(): ("dbt", c) for c in dbt_catalogs if c.lower() not in body.catalogs})
     for statement, tree in zip(statements, trees):
         try:
             body.statement(tree) if tree is not None else None
@@ -219,6 +223,8 @@ def _substrate(text: str) -> tuple[str, str] | None:
 
 
 def _uri(kind: str, authority: str, schema: str | None, name: str) -> str | None:
+    if kind == "dbt":  # a dbt project's own database: its relations are its nodes' assets
+        return uris.normalize(f"dbt://{authority}/{schema or 'main'}/{name}")
     if kind == "datatable":
         path = name if schema in (None, "public") else f"{schema}/{name}"
     else:

@@ -153,6 +153,8 @@ class StepRunner:
     # -- setup shared by all partitions ------------------------------------
     def _prepare(self) -> None:
         conn = self.session.conn
+        for catalog, file in self.step.attach:  # a dbt project's own DuckDB database this script reads
+            self.session.attach_file(file, catalog, Location(self.step.path))
         for lib in self.step.uses:
             for st in script_statements(Path(self.settings.pipelines_dir) / lib):
                 c = compile_statement(st.sql, "duckdb", None, self.session.object_path, macro=True)

@@ -163,6 +163,16 @@ class Session:
         self.aliases[substrate] = alias
         return alias
 
+    def attach_file(self, path: str, alias: str, where: Location | None = None) -> None:
+        """Attach a DuckDB file that is no substrate (a dbt project's own target) read-only, under its database name."""
+        if alias in self.aliases.values():
+            return
+        try:
+            self.conn.execute(f"ATTACH {literal(path)} AS {ident(alias)} (READ_ONLY)")
+        except Exception as e:
+            raise RunError(f"could not attach the dbt database {alias} ({path}): {e}", where, f"build the dbt project that writes {path} first") from None
+        self.aliases[f"file:{path}"] = alias
+
     def redact(self, text: str) -> str:
         """``text`` with every configured secret (DSNs, catalog strings, S3 keys, passwords) blanked out."""
         return redact(text, self.settings)
