@@ -148,6 +148,7 @@ def write(data: Any) -> dict[str, Any]:
 
     from lineage_defs.run.checks import CheckFailed
     from lineage_defs.run.events import RunBatch
+    from lineage_defs.run.inputs import InputMissing
     from lineage_defs.run.sql_step import SliceResult, StepRunner
 
     table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data, preserve_index=False)
@@ -161,9 +162,9 @@ def write(data: Any) -> dict[str, Any]:
     window = partition()
     try:
         result = runner.write_slice(window)
-    except CheckFailed as e:
+    except (CheckFailed, InputMissing) as e:
         if ctx is not None:
-            failed = SliceResult(window.key if window else None, step.uri, checks=e.outcomes)
+            failed = SliceResult(window.key if window else None, step.uri, checks=e.outcomes if isinstance(e, CheckFailed) else e.checks)
             Path(ctx.result_file).write_text(failed.report().to_json())
         raise
     report = result.report()
