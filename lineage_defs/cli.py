@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     ws.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
     ws.set_defaults(fn=cmd_webhooks_serve)
     args = p.parse_args(argv)
-    return int(args.fn(args))
+    try:
+        code = int(args.fn(args))
+        sys.stdout.flush()  # a reader that went away shows up here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # `lineage-defs graph | head`: the reader stopped reading, as Unix tools expect.
+        # Python would print a traceback, and another one flushing stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # what a shell reports for a command killed by SIGPIPE
 
 
 if __name__ == "__main__":

@@ -515,3 +515,7 @@ def test_backfill_cli_waits_shows_progress_and_restores_the_pool_limit(dev: Dags
 
     assert bad_proc.returncode == 1, bad_out + bad_err
     assert "[x] 0/1 materialized, 1 failed" in bad_err and "not materialized: 2025-03-05" in bad_err
+    # and why, partition by partition: the failed run's own error line
+    assert "  2025-03-05: shop/orders.sql:" in bad_err, bad_err
+    why = next(line for line in bad_err.splitlines() if line.startswith("  2025-03-05: "))
+    assert "input not there yet: s3:///raw/orders/{partition}.csv partition 2025-03-05" in why and "(run " in why, why
