@@ -4,8 +4,8 @@ Pure: knows nothing of Dagster. ``AssetKey(list(key_path(uri)))`` is the key.
 
 >>> normalize("ducklake:///orders")
 'ducklake://main/orders'
->>> key_path("s3:///raw/{partition}.json")
-('s3', '_default', 'raw', 'raw.__partition__.json')
+>>> key_path("s3:///raw/orders/{partition}.csv")
+('s3', '_default', 'raw', 'orders', 'orders-PARTITION.csv')
 """
 
 from __future__ import annotations
@@ -23,8 +23,11 @@ DEFAULT_BUCKET = "_default"
 PARTITION_TOKEN = "{partition}"
 # Dagster derives op input/output names from key parts, which allows only
 # [A-Za-z0-9_.-]; the partition token is spelled this way inside keys (and is
-# therefore reserved in URIs) so the mapping stays one-to-one.
-KEY_PARTITION_TOKEN = "__partition__"
+# therefore reserved in URIs) so the mapping stays one-to-one. Upper case reads
+# as a placeholder, like the braces it stands for.
+KEY_PARTITION_TOKEN = "PARTITION"
+# Joins a templated part to the part before it (see ``Uri.key_path``).
+KEY_JOIN = "-"
 _SAFE_PART = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -53,15 +56,17 @@ class Uri:
 
     def key_path(self) -> tuple[str, ...]:
         """The asset key's parts. A part holding ``{partition}`` is prefixed with the part before it
-        (``raw/orders/{partition}.csv`` → ``…, "orders", "orders.__partition__.csv"``): the UI labels a
-        node with the key's last part, and ``__partition__.csv`` alone would name every daily drop.
-        Still one-to-one: such parts always carry exactly one prefix, the part before them.
+        (``raw/orders/{partition}.csv`` → ``…, "orders", "orders-PARTITION.csv"``): the UI labels a
+        node with the key's last part, which then reads like ``orders/{partition}.csv`` —
+        ``PARTITION.csv`` alone would name every daily drop alike. Still one-to-one: such parts
+        always carry exactly one prefix, the part before them, and ``PARTITION`` never comes from
+        a URI's own text (it is reserved there).
         """
         parts = [self.authority or DEFAULT_BUCKET, *self.path]
         out = [self.kind, parts[0]]
         for prev, part in zip(parts, parts[1:]):
             key = part.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)
-            out.append(f"{prev.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)}.{key}" if PARTITION_TOKEN in part else key)
+            out.append(f"{prev.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)}{KEY_JOIN}{key}" if PARTITION_TOKEN in part else key)
         return tuple(out)
 
     @property
@@ -106,7 +111,8 @@ def parse(text: str) -> Uri:
         if part in (".", ".."):
             raise UriError(f"'{text}' contains a '{part}' path segment", "write the object's path without '.' or '..' segments")
         if KEY_PARTITION_TOKEN in part:
-            raise UriError(f"'{KEY_PARTITION_TOKEN}' is reserved in URIs", f"write {PARTITION_TOKEN} for the partition")
+            raise UriError(f"'{KEY_PARTITION_TOKEN}' (upper case) is reserved in URIs: asset keys spell {PARTITION_TOKEN} with it",
+                           f"write {PARTITION_TOKEN} for the partition, or the name in lower case")
         rest = part.replace(PARTITION_TOKEN, "")
         if rest and not _SAFE_PART.match(rest):
             bad = next(c for c in rest if not _SAFE_PART.match(c))

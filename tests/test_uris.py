@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lineage_defs.uris import KEY_PARTITION_TOKEN, PARTITION_TOKEN, UriError, key_path, normalize, parse
+from lineage_defs.uris import KEY_JOIN, KEY_PARTITION_TOKEN, PARTITION_TOKEN, UriError, key_path, normalize, parse
 
 import pytest
 
@@ -16,7 +16,7 @@ def unfold(parts: tuple[str, ...]) -> str:
     prev, path = authority, []
     for part in rest:
         if KEY_PARTITION_TOKEN in part:
-            assert part.startswith(prev + "."), (prev, part)
+            assert part.startswith(prev + KEY_JOIN), (prev, part)
             part = part[len(prev) + 1 :]
         path.append(part)
         prev = part
@@ -26,11 +26,20 @@ def unfold(parts: tuple[str, ...]) -> str:
 
 def test_templated_objects_end_in_a_readable_distinct_part() -> None:
     orders, events = key_path("s3:///raw/orders/{partition}.csv"), key_path("s3:///raw/events/{partition}.csv")
-    assert orders[-1] == "orders.__partition__.csv" and events[-1] == "events.__partition__.csv"
+    # the graph's label (the last part) reads like orders/{partition}.csv, within Dagster's [A-Za-z0-9_.-]
+    assert orders[-1] == "orders-PARTITION.csv" and events[-1] == "events-PARTITION.csv"
     assert key_path("ducklake://main/orders") == ("ducklake", "main", "orders")
 
 
-segment = st.text(alphabet="ab.-_", min_size=1, max_size=4).filter(lambda s: s not in (".", "..")) | st.just(PARTITION_TOKEN) | st.builds(
+def test_the_key_spelling_of_the_token_is_reserved() -> None:
+    """A URI holding PARTITION itself would share a key with a templated one (raw/orders/orders-PARTITION.csv)."""
+    with pytest.raises(UriError, match="'PARTITION' .upper case. is reserved") as e:
+        parse("s3:///raw/orders/orders-PARTITION.csv")
+    assert e.value.fix and "{partition}" in e.value.fix
+    assert key_path("s3:///raw/orders/orders-partition.csv")[-1] == "orders-partition.csv"  # lower case is a name like any
+
+
+segment = st.text(alphabet="ab.-_P", min_size=1, max_size=4).filter(lambda s: s not in (".", "..")) | st.just(PARTITION_TOKEN) | st.builds(
     lambda a, b: a + PARTITION_TOKEN + b, st.text(alphabet="ab.", max_size=2), st.text(alphabet="ab.", max_size=2)
 )
 

@@ -174,11 +174,6 @@ class ScriptStep(Step):
     def check_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.tests)
 
-    @property
-    def check_inputs(self) -> tuple[str, ...]:
-        """Assets the data tests read besides the step's own inputs (``relationships`` targets)."""
-        return tuple(t.ref_uri for t in self.tests if t.ref_uri and t.ref_uri not in self.outputs)
-
 
 @dataclass(frozen=True)
 class DbtTest:
@@ -220,11 +215,6 @@ class DbtStep(Step):
     @property
     def check_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.tests)
-
-    @property
-    def check_inputs(self) -> tuple[str, ...]:
-        """dbt's tests are built by dbt from the model's own relations: nothing besides its deps."""
-        return ()
 
 
 AnyStep = ScriptStep | DbtStep

@@ -14,8 +14,8 @@ Built from Dagster's own operators (``dagster/_core/definitions/declarative_auto
 - **manual**: no condition.
 
 Common to any/all: not while the step or an input is in progress; not while
-any input it reads (its deps and the tables its data tests read) that the
-project produces has never been materialized for the step's partition — for
+any input it reads (its deps, which hold the tables its ``relationships``
+tests read) that the project produces has never been materialized for the step's partition — for
 an input of another grain, none of the partitions mapped to it (no day of a
 month; no partition at all, for an unpartitioned step reading a partitioned
 table); and ``debounce``: not until no input changed for its window
@@ -85,11 +85,10 @@ def condition_for(
 
     partitioned = [d for d in deps if pdefs.get(d.uri) is not None]
     whole = [d for d in deps if pdefs.get(d.uri) is None]
-    # Every asset the step's run reads, as Dagster has them as its parents (the data
-    # tests' tables included); the gate waits for those the project produces.
-    parents = every | set(step.check_inputs)
-    gate = sorted(u for u in parents if u in key_of)
-    gate_keys = None if len(gate) == len(parents) else tuple(key_of[u] for u in gate)
+    # The gate waits for every input the project produces (the deps hold the tables the
+    # data tests read too); external ones never materialize in Dagster, so they are left out.
+    gate = sorted(u for u in every if u in key_of)
+    gate_keys = None if len(gate) == len(every) else tuple(key_of[u] for u in gate)
     windows: dict[float, list[AssetKey]] = {}
     for d in deps:
         w = d.debounce if d.debounce is not None else step.debounce
