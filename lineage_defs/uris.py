@@ -5,7 +5,7 @@ Pure: knows nothing of Dagster. ``AssetKey(list(key_path(uri)))`` is the key.
 >>> normalize("ducklake:///orders")
 'ducklake://main/orders'
 >>> key_path("s3:///raw/orders/{partition}.csv")
-('s3', '_default', 'raw', 'orders', 'orders-PARTITION.csv')
+('s3', '_default', 'raw', 'orders', 'PARTITION-orders.csv')
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ PARTITION_TOKEN = "{partition}"
 # therefore reserved in URIs) so the mapping stays one-to-one. Upper case reads
 # as a placeholder, like the braces it stands for.
 KEY_PARTITION_TOKEN = "PARTITION"
-# Joins a templated part to the part before it (see ``Uri.key_path``).
-KEY_JOIN = "-"
 _SAFE_PART = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -55,18 +53,18 @@ class Uri:
         return self.path[-1]
 
     def key_path(self) -> tuple[str, ...]:
-        """The asset key's parts. A part holding ``{partition}`` is prefixed with the part before it
-        (``raw/orders/{partition}.csv`` → ``…, "orders", "orders-PARTITION.csv"``): the UI labels a
-        node with the key's last part, which then reads like ``orders/{partition}.csv`` —
-        ``PARTITION.csv`` alone would name every daily drop alike. Still one-to-one: such parts
-        always carry exactly one prefix, the part before them, and ``PARTITION`` never comes from
-        a URI's own text (it is reserved there).
+        """The asset key's parts. In a path part after the first, ``{partition}`` is spelled
+        ``PARTITION-<the part before>``: ``raw/orders/{partition}.csv`` → ``…, "orders",
+        "PARTITION-orders.csv"``. The UI labels a node with the key's last part, and shortens long
+        names in the middle: ``PARTITION.csv`` would name every daily drop alike, and so would a
+        name ending in it. Still one-to-one: ``PARTITION`` never comes from a URI's own text (it is
+        reserved there), and the part before is known, so each ``PARTITION-<part before>`` is
+        ``{partition}`` again.
         """
-        parts = [self.authority or DEFAULT_BUCKET, *self.path]
-        out = [self.kind, parts[0]]
-        for prev, part in zip(parts, parts[1:]):
-            key = part.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)
-            out.append(f"{prev.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)}{KEY_JOIN}{key}" if PARTITION_TOKEN in part else key)
+        out = [self.kind, (self.authority or DEFAULT_BUCKET).replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)]
+        for i, part in enumerate(self.path):
+            token = KEY_PARTITION_TOKEN if i == 0 else f"{KEY_PARTITION_TOKEN}-{out[-1]}"
+            out.append(part.replace(PARTITION_TOKEN, token))
         return tuple(out)
 
     @property

@@ -213,7 +213,7 @@ def test_python_and_bash_steps_through_pipes(tmp_path: Path, instance: Any) -> N
     assert any("bash sees 2025-01-02 from 2025-01-02T00:00:00+00:00" in m for m in logs)
     assert not any("did not receive any messages" in m for m in logs)
     assert any("python step wrote its slice" in m for m in logs)
-    raw = mats[("s3", "_default", "raw", "raw-PARTITION.csv")]
+    raw = mats[("s3", "_default", "raw", "PARTITION-raw.csv")]
     assert raw.metadata["dagster/row_count"].value == 2  # observed after the manual write
     rows = query(state, "SELECT id, day, start FROM lake.main.loaded ORDER BY id")
     assert [(a, str(b)[:10]) for a, b, _ in rows] == [(1, "2025-01-02"), (2, "2025-01-02")]

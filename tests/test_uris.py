@@ -5,38 +5,40 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lineage_defs.uris import KEY_JOIN, KEY_PARTITION_TOKEN, PARTITION_TOKEN, UriError, key_path, normalize, parse
+from lineage_defs.uris import KEY_PARTITION_TOKEN, PARTITION_TOKEN, UriError, key_path, normalize, parse
 
 import pytest
 
 
 def unfold(parts: tuple[str, ...]) -> str:
-    """The inverse the key spelling promises (a part with the token carries one prefix: the part before it)."""
+    """The inverse the key spelling promises: each PARTITION (after the first path part:
+    PARTITION-<the key part before>) is the token again."""
     kind, authority, *rest = parts
-    prev, path = authority, []
+    path, prev = [], None
     for part in rest:
-        if KEY_PARTITION_TOKEN in part:
-            assert part.startswith(prev + KEY_JOIN), (prev, part)
-            part = part[len(prev) + 1 :]
-        path.append(part)
+        spelled = KEY_PARTITION_TOKEN if prev is None else f"{KEY_PARTITION_TOKEN}-{prev}"
+        assert KEY_PARTITION_TOKEN not in part.replace(spelled, ""), (prev, part)  # never a bare one
+        path.append(part.replace(spelled, PARTITION_TOKEN))
         prev = part
-    text = "/".join(p.replace(KEY_PARTITION_TOKEN, PARTITION_TOKEN) for p in path)
-    return f"{kind}://{'' if authority == '_default' else authority.replace(KEY_PARTITION_TOKEN, PARTITION_TOKEN)}/{text}"
+    bucket = "" if authority == "_default" else authority.replace(KEY_PARTITION_TOKEN, PARTITION_TOKEN)
+    return f"{kind}://{bucket}/{'/'.join(path)}"
 
 
 def test_templated_objects_end_in_a_readable_distinct_part() -> None:
     orders, events = key_path("s3:///raw/orders/{partition}.csv"), key_path("s3:///raw/events/{partition}.csv")
-    # the graph's label (the last part) reads like orders/{partition}.csv, within Dagster's [A-Za-z0-9_.-]
-    assert orders[-1] == "orders-PARTITION.csv" and events[-1] == "events-PARTITION.csv"
+    # the graph's label (the last part): the partition placeholder and the folder, within Dagster's
+    # [A-Za-z0-9_.-], told apart by their ends (the UI shortens long names in the middle)
+    assert orders[-1] == "PARTITION-orders.csv" and events[-1] == "PARTITION-events.csv"
+    assert key_path("s3:///{partition}.parquet") == ("s3", "_default", "PARTITION.parquet")
     assert key_path("ducklake://main/orders") == ("ducklake", "main", "orders")
 
 
 def test_the_key_spelling_of_the_token_is_reserved() -> None:
-    """A URI holding PARTITION itself would share a key with a templated one (raw/orders/orders-PARTITION.csv)."""
+    """A URI holding PARTITION itself would share a key with a templated one (raw/orders/PARTITION-orders.csv)."""
     with pytest.raises(UriError, match="'PARTITION' .upper case. is reserved") as e:
-        parse("s3:///raw/orders/orders-PARTITION.csv")
+        parse("s3:///raw/orders/PARTITION-orders.csv")
     assert e.value.fix and "{partition}" in e.value.fix
-    assert key_path("s3:///raw/orders/orders-partition.csv")[-1] == "orders-partition.csv"  # lower case is a name like any
+    assert key_path("s3:///raw/orders/partition-orders.csv")[-1] == "partition-orders.csv"  # lower case is a name like any
 
 
 segment = st.text(alphabet="ab.-_P", min_size=1, max_size=4).filter(lambda s: s not in (".", "..")) | st.just(PARTITION_TOKEN) | st.builds(
