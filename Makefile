@@ -54,4 +54,4 @@ bench: install
 	$(PY) bench/dbt.py
 
 clean:
-	rm -rf .lineage dagster_home/storage dagster_home/history dagster_home/schedules dagster_home/logs
+	rm -rf .lineage dagster_home/storage dagster_home/history dagster_home/schedules dagster_home/logs dagster_home/.logs_queue dagster_home/.nux

@@ -20,6 +20,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,14 @@ def write(data: Any) -> dict[str, Any]:
 
     table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data, preserve_index=False)
     step = _step()
+    untyped = [f.name for f in table.schema if pa.types.is_null(f.type)]
+    if untyped:  # an empty (or all-None) object column: a table created from it would guess the type
+        message = (f"{step.path}: column{'s' * (len(untyped) > 1)} {', '.join(untyped)} ha{'ve' if len(untyped) > 1 else 's'} no type "
+                   "(an empty or all-None pandas column); a new table would get INTEGER for it — give the DataFrame dtypes")
+        if _pipes is not None:
+            _pipes.log.warning(message)
+        else:
+            print(message, file=sys.stderr, flush=True)
     session = _get_session()
     ctx = current()
     # the run's batch id goes into the write's ledger: a retried run writes it once

@@ -39,6 +39,10 @@ for event in runtime.events():
             "received_at": pd.Timestamp(event["timestamp"], unit="ms"),
         }
     )
-frame = pd.DataFrame(rows, columns=["payment_id", "order_id", "amount_eur", "paid_at", "received_at"])
+# Typed even when empty (a run without posts, as "Materialize all" starts one): the first
+# write creates the table, and an untyped empty column would become INTEGER.
+frame = pd.DataFrame(rows, columns=["payment_id", "order_id", "amount_eur", "paid_at", "received_at"]).astype(
+    {"payment_id": "string", "order_id": "int64", "amount_eur": "float64", "paid_at": "datetime64[ns]", "received_at": "datetime64[ns]"}
+)
 runtime.log(f"{len(frame)} payments in this batch")
 runtime.write(frame)
