@@ -22,7 +22,7 @@ from typing import Any
 
 from lineage_defs.demo.processes import launch_supervised, live_group_members, stop_group
 
-__all__ = ["DagsterDev", "free_port", "launch_supervised", "live_group_members", "stop_group", "wait_for_location"]
+__all__ = ["DagsterDev", "free_port", "launch_supervised", "live_group_members", "run_problems", "stop_group", "wait_for_location"]
 
 
 def free_port() -> int:
@@ -165,3 +165,42 @@ def wait_for_location(dev: DagsterDev, location: str, timeout: float) -> dict[st
         return None
 
     return dev.wait_until(f"code location {location}", probe, timeout)
+
+
+RUN_LOGS = """
+query($runId: ID!, $cursor: String) {
+  logsForRun(runId: $runId, afterCursor: $cursor) {
+    __typename
+    ... on EventConnection {
+      cursor
+      hasMore
+      events {
+        __typename
+        ... on MessageEvent { message level stepKey }
+        ... on ErrorEvent { error { message stack } }
+      }
+    }
+    ... on Error { message }
+  }
+}
+"""
+
+
+def run_problems(dev: DagsterDev, run_id: str) -> str:
+    """The errors and warnings of a run's event log, for an assertion message."""
+    lines: list[str] = []
+    cursor = None
+    for _ in range(50):
+        conn = dev.graphql(RUN_LOGS, {"runId": run_id, "cursor": cursor})["logsForRun"]
+        if conn["__typename"] != "EventConnection":
+            return f"logsForRun({run_id}): {conn}"
+        for e in conn["events"]:
+            err = e.get("error")
+            if e.get("level") in ("ERROR", "CRITICAL", "WARNING") or err:
+                lines.append(f"[{e['__typename']} {e.get('stepKey') or ''}] {e.get('message', '')}")
+                if err:
+                    lines.append(f"    {err['message']}\n{''.join(err.get('stack') or [])[-3000:]}")
+        cursor = conn["cursor"]
+        if not conn["hasMore"]:
+            break
+    return "\n".join(lines) or "(no errors in the event log)"
