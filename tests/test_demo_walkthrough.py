@@ -97,15 +97,7 @@ def dialog(b: Browser) -> Any:
 def type_partitions(b: Browser, text: str) -> None:
     """*Show all partitions* (the launcher opens on the last 90 days), then ``text`` in the partition field, Enter."""
     b.wait("the partition selector", lambda: "Partition selection" in dialog(b).text)
-
-    def all_partitions() -> bool:
-        if "Show all partitions" not in dialog(b).text:
-            return True
-        dialog(b).find_element(By.XPATH, ".//*[normalize-space(text())='Show all partitions']").click()
-        time.sleep(0.5)
-        return False
-
-    b.wait("all partitions in the launcher", all_partitions)
+    b.show_all_partitions(lambda: dialog(b))
 
     def typed() -> bool:
         field = dialog(b).find_element(By.XPATH, ".//input[@type='text']")

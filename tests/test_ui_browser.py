@@ -126,14 +126,7 @@ def launched(demo: DagsterDev, upstream: None, tmp_path_factory: pytest.TempPath
 
         b.wait("the partition selector", lambda: "Partition selection" in dialog().text)
 
-        def all_partitions() -> bool:  # the launcher opens on the last 90 days
-            if "Show all partitions" not in dialog().text:
-                return True
-            dialog().find_element(By.XPATH, ".//*[normalize-space(text())='Show all partitions']").click()
-            time.sleep(0.5)
-            return False
-
-        b.wait("all partitions in the launcher", all_partitions)
+        b.show_all_partitions(dialog)
 
         def select_range() -> bool:
             if "3 partitions" in dialog().text:

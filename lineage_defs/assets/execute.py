@@ -303,7 +303,6 @@ class StepRun:
         yield from _check_results(step, self.key, [result])
         yield MaterializeResult(asset_key=self.key, metadata=meta)
 
-
     def _failure(self, err: dict[str, Any], window: PartitionWindow | None) -> RunError:
         """The script's own error (its ``file:line``), or — when an input it reads is not built —
         which input and partition to build first, as a SQL step says it."""

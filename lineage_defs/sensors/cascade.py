@@ -14,12 +14,12 @@ Built from Dagster's own operators (``dagster/_core/definitions/declarative_auto
 - **manual**: no condition.
 
 Common to any/all: not while the step or an input is in progress; not while
-any input it reads (its deps, which hold the tables its ``relationships``
-tests read) that the project produces has never been materialized for the step's partition — for
-an input of another grain, none of the partitions mapped to it (no day of a
-month; no partition at all, for an unpartitioned step reading a partitioned
-table); and ``debounce``: not until no input changed for its window
-(``UpdatedWithin``). The gate is one ``all_deps_match`` labelled
+any input it reads that the project produces (its deps, which hold the tables
+its ``relationships`` tests read) has never been materialized for the step's
+partition — for an input of another grain, none of the partitions mapped to
+it (no day of a month; no partition at all, for an unpartitioned step reading
+a partitioned table); and ``debounce``: not until no input changed for its
+window (``UpdatedWithin``). The gate is one ``all_deps_match`` labelled
 ``inputs_materialized``, so the UI's Automation tab shows, input by input,
 which one the step waits for. Muted reads are not dependencies at all (the
 plan drops them), so they never trigger.
