@@ -22,9 +22,10 @@ DEFAULT_AUTHORITY = {"ducklake": "main", "duckdb": "warehouse"}
 DEFAULT_BUCKET = "_default"
 PARTITION_TOKEN = "{partition}"
 # Dagster derives op input/output names from key parts, which allows only
-# [A-Za-z0-9_.-]; the partition token is spelled this way inside keys (and is
-# therefore reserved in URIs) so the mapping stays one-to-one. Upper case reads
-# as a placeholder, like the braces it stands for.
+# [A-Za-z0-9_.-]; inside keys the partition token is spelled
+# PARTITION-<the key part before>. Upper case reads as a placeholder, like the
+# braces it stands for; only that exact spelling is reserved in URIs, so names
+# such as PARTITION_LOG stay legal.
 KEY_PARTITION_TOKEN = "PARTITION"
 _SAFE_PART = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -53,18 +54,16 @@ class Uri:
         return self.path[-1]
 
     def key_path(self) -> tuple[str, ...]:
-        """The asset key's parts. In a path part after the first, ``{partition}`` is spelled
-        ``PARTITION-<the part before>``: ``raw/orders/{partition}.csv`` → ``…, "orders",
-        "PARTITION-orders.csv"``. The UI labels a node with the key's last part, and shortens long
-        names in the middle: ``PARTITION.csv`` would name every daily drop alike, and so would a
-        name ending in it. Still one-to-one: ``PARTITION`` never comes from a URI's own text (it is
-        reserved there), and the part before is known, so each ``PARTITION-<part before>`` is
-        ``{partition}`` again.
+        """The asset key's parts. ``{partition}`` is spelled ``PARTITION-<the key part before>``:
+        ``raw/orders/{partition}.csv`` → ``…, "orders", "PARTITION-orders.csv"``. The UI labels a node
+        with the key's last part, and shortens long names in the middle: ``PARTITION.csv`` would name
+        every daily drop alike, and so would a name ending in it. One-to-one: :func:`parse` refuses a
+        URI whose own text holds the spelling its place would get (``raw/PARTITION-raw.csv``), so each
+        ``PARTITION-<part before>`` reads back as ``{partition}``.
         """
-        out = [self.kind, (self.authority or DEFAULT_BUCKET).replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)]
-        for i, part in enumerate(self.path):
-            token = KEY_PARTITION_TOKEN if i == 0 else f"{KEY_PARTITION_TOKEN}-{out[-1]}"
-            out.append(part.replace(PARTITION_TOKEN, token))
+        out = [self.kind]
+        for part in (self.authority or DEFAULT_BUCKET, *self.path):
+            out.append(part.replace(PARTITION_TOKEN, _spelled(out[-1])))
         return tuple(out)
 
     @property
@@ -108,14 +107,22 @@ def parse(text: str) -> Uri:
     for part in (authority, *parts):
         if part in (".", ".."):
             raise UriError(f"'{text}' contains a '{part}' path segment", "write the object's path without '.' or '..' segments")
-        if KEY_PARTITION_TOKEN in part:
-            raise UriError(f"'{KEY_PARTITION_TOKEN}' (upper case) is reserved in URIs: asset keys spell {PARTITION_TOKEN} with it",
-                           f"write {PARTITION_TOKEN} for the partition, or the name in lower case")
         rest = part.replace(PARTITION_TOKEN, "")
         if rest and not _SAFE_PART.match(rest):
             bad = next(c for c in rest if not _SAFE_PART.match(c))
             raise UriError(f"'{text}' contains '{bad}'", "asset URIs may use letters, digits, '_', '.', '-', '/' and the {partition} token")
-    return Uri(kind, authority, parts)
+    uri = Uri(kind, authority, parts)
+    keys = uri.key_path()
+    for prev, key, part in zip(keys, keys[1:], (authority or DEFAULT_BUCKET, *parts)):
+        if key.replace(_spelled(prev), PARTITION_TOKEN) != part:
+            raise UriError(f"'{_spelled(prev)}' is reserved in '{text}': asset keys spell {PARTITION_TOKEN} after '{prev}' with it",
+                           f"write {PARTITION_TOKEN} for the partition, or another name")
+    return uri
+
+
+def _spelled(prev_key_part: str) -> str:
+    """How ``{partition}`` reads in an asset key part that follows ``prev_key_part``."""
+    return f"{KEY_PARTITION_TOKEN}-{prev_key_part}"
 
 
 def normalize(text: str) -> str:
