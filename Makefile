@@ -52,6 +52,7 @@ bench: install
 	$(PY) bench/backfill.py
 	$(PY) bench/events.py
 	$(PY) bench/dbt.py
+	$(PY) bench/demo.py
 
 clean:
 	rm -rf .lineage dagster_home/storage dagster_home/history dagster_home/schedules dagster_home/logs dagster_home/.logs_queue dagster_home/.nux
