@@ -119,11 +119,13 @@ REPO = Path(__file__).resolve().parent.parent
 DEMO_LOCATION = "lineage_defs"  # workspace.yaml's location_name
 
 
-def start_demo(root: Path) -> Any:
+def start_demo(root: Path, make: bool = False) -> Any:
     """What `make demo` starts — `lineage-defs demo up`: `dagster dev -w workspace.yaml` (UI and daemon),
     a Tansu broker with the example's topic and the webhook receiver — from the repo root, with the
     Makefile's environment but a Dagster home, state dir and ports of its own; ready for GraphQL and
-    a browser. ``root / "state" / "demo"`` holds what `lineage-defs demo send` reads."""
+    a browser. ``root / "state" / "demo"`` holds what `lineage-defs demo send` reads. With ``make``,
+    through `make demo` itself (this Python's venv as the Makefile's, which `make install` finds up
+    to date; the Makefile's variables take the environment's values)."""
     from webserver import DagsterDev, free_port, wait_for_location
 
     home = root / "home"
@@ -140,6 +142,8 @@ def start_demo(root: Path) -> Any:
     assert cli, "the lineage-defs CLI is not installed next to this Python"
     port, kafka, hooks = free_port(), free_port(), free_port()
     argv = [cli, "demo", "up", "--host", "127.0.0.1", "--port", str(port), "--kafka-port", str(kafka), "--webhook-port", str(hooks)]
+    if make:
+        argv = ["make", "demo", f"VENV={sys.prefix}", "HOST=127.0.0.1", f"PORT={port}", f"KAFKA_PORT={kafka}", f"WEBHOOK_PORT={hooks}"]
     server = DagsterDev(argv, REPO, env, port, root / "demo.log")
     t0 = time.monotonic()
     server.start()

@@ -1,7 +1,7 @@
 """The README's walkthrough (examples/README.md, "Try it"), literally, in Chromium, on a `make demo` of its own.
 
-`lineage-defs demo up` — what `make demo` runs — on a fresh Dagster home and
-state dir: the UI and its daemon, the Tansu broker with the example's topic,
+`make demo` (which runs `lineage-defs demo up`) on a fresh Dagster home and
+state dir and ports of its own: the UI and its daemon, the Tansu broker with the example's topic,
 the webhook receiver. Then, as a person would: *Lineage* → **Materialize all**
 with one partition and its **Preview**; *Catalog* → the raw inputs of two
 more days, which the cascade turns into the rest of each day; `lineage-defs
@@ -15,6 +15,7 @@ before the suite's shared one starts, so two never run at once.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -70,7 +71,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def walk(root: Path) -> Iterator[DagsterDev]:
     """Step 1: `make demo` — ready for a browser (the fixture waits for the code location, as `demo: ready` does)."""
-    server = start_demo(root)
+    server = start_demo(root, make=True)
     try:
         yield server
     finally:
@@ -153,8 +154,6 @@ def rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`.venv/bin/lineage-defs …` from the repository root, in the Makefile's environment of this demo."""
-    import os
-
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "DAGSTER_"))}
     env.update(LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"), LINEAGE_STATE_DIR=str(root / "state"))
     return subprocess.run([str(Path(sys.executable).with_name("lineage-defs")), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -315,9 +314,11 @@ def test_make_demo_stop_stops_every_process(walk: DagsterDev, root: Path) -> Non
     groups = list(running["groups"].values())
     assert set(running["groups"]) == {"kafka", "webhooks", "ui"}
     assert all(live_group_members(g) for g in groups)
-    stopped = cli(root, "demo", "stop")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "DAGSTER_"))}
+    env.update(LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"), LINEAGE_STATE_DIR=str(root / "state"))
+    stopped = subprocess.run(["make", "demo-stop", f"VENV={sys.prefix}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert stopped.returncode == 0, stopped.stderr
     assert f"demo (pid {running['pid']}) stopped" in stopped.stderr
     assert not [g for g in groups if live_group_members(g)]
-    assert walk.proc is not None and walk.proc.wait(timeout=30) == 0  # `demo up` itself ended, cleanly
+    assert walk.proc is not None and walk.proc.wait(timeout=30) == 0  # `make demo` (and `demo up` in it) ended, cleanly
     assert not (root / "state" / "demo" / "running.json").exists()
