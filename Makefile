@@ -1,9 +1,11 @@
-# Quick start: `make demo` (UI on the bundled example) and `make test` (the whole suite).
+# Quick start: `make demo` (the bundled example with every trigger live) and `make test` (the whole suite).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 3000
-EXTRAS ?= postgres,s3,dbt,kafka,dev
+KAFKA_PORT   ?= 9092
+WEBHOOK_PORT ?= 8787
+EXTRAS ?= postgres,s3,dbt,kafka,demo,dev
 
 export LINEAGE_PIPELINES_DIR ?= $(CURDIR)/examples/pipelines
 export LINEAGE_STATE_DIR     ?= $(CURDIR)/.lineage
@@ -11,7 +13,7 @@ export DAGSTER_HOME          ?= $(CURDIR)/dagster_home
 # Dagster stores a range run's per-partition events as one batch (see dagster_home/dagster.yaml)
 export DAGSTER_EVENT_BATCH_SIZE ?= 1000
 
-.PHONY: install browser demo test bench typecheck clean
+.PHONY: install browser demo demo-stop test bench typecheck clean
 
 # Also the editable package's bytecode: uv compiles site-packages only, and where
 # PYTHONDONTWRITEBYTECODE=1 (common in containers) Python would compile lineage_defs
@@ -25,8 +27,13 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/uv pip install -q --compile-bytecode -p $(PY) -e '.[$(EXTRAS)]'
 	touch $@
 
+# The UI with its daemon (`dagster dev -w workspace.yaml`), a Kafka broker with the example's
+# topic and the webhook receiver, started and stopped together: Ctrl-C, or `make demo-stop`.
 demo: install
-	$(VENV)/bin/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
+	$(VENV)/bin/lineage-defs demo up --host $(HOST) --port $(PORT) --kafka-port $(KAFKA_PORT) --webhook-port $(WEBHOOK_PORT)
+
+demo-stop:
+	$(VENV)/bin/lineage-defs demo stop
 
 # The UI tests drive Debian's Chromium through its chromedriver (no browser download).
 browser: /usr/bin/chromium /usr/bin/chromedriver
@@ -45,6 +52,7 @@ bench: install
 	$(PY) bench/backfill.py
 	$(PY) bench/events.py
 	$(PY) bench/dbt.py
+	$(PY) bench/demo.py
 
 clean:
-	rm -rf .lineage dagster_home/storage dagster_home/history dagster_home/schedules dagster_home/logs
+	rm -rf .lineage dagster_home/storage dagster_home/history dagster_home/schedules dagster_home/logs dagster_home/.logs_queue dagster_home/.nux

@@ -140,6 +140,79 @@ def partition_states(names: list[str], runs: list[dict[str, Any]], latest_run: d
     return states
 
 
+_RUN_ERRORS = """
+query Errors($runId: ID!, $cursor: String) {
+  logsForRun(runId: $runId, afterCursor: $cursor) {
+    __typename
+    ... on EventConnection {
+      cursor hasMore
+      events { __typename ... on MessageEvent { message level } ... on ExecutionStepFailureEvent { error { message } } }
+    }
+  }
+}
+"""
+
+
+def run_errors(url: str, run_id: str) -> tuple[list[str], list[str]]:
+    """A run's ERROR log messages and its step failures' error messages, in order."""
+    logs: list[str] = []
+    failures: list[str] = []
+    cursor = None
+    for _ in range(100):  # pages of the run's event log
+        conn = graphql(url, _RUN_ERRORS, {"runId": run_id, "cursor": cursor})["logsForRun"]
+        if conn["__typename"] != "EventConnection":
+            break
+        for e in conn["events"]:
+            if e["__typename"] == "ExecutionStepFailureEvent" and e.get("error"):
+                failures.append(str(e["error"]["message"]))
+            elif e.get("level") == "ERROR" and e.get("message"):
+                logs.append(str(e["message"]))
+        cursor = conn["cursor"]
+        if not conn["hasMore"]:
+            break
+    return logs, failures
+
+
+def partition_error(partition: str, logs: list[str], failures: list[str]) -> str | None:
+    """The first line of why ``partition`` failed: the step's own line for it (a range run logs
+    one per partition), else the step failure's.
+
+    >>> partition_error("2025-01-02", ["x.sql partition 2025-01-02 failed: x.sql:3:1: input not there yet\\n  quoted"], [])
+    'x.sql:3:1: input not there yet'
+    """
+    marker = f" partition {partition} failed: "
+    for m in logs:
+        if marker in m:
+            return m.split(marker, 1)[1].strip().splitlines()[0]
+    for m in failures:
+        lines = [ln for ln in m.strip().splitlines() if ln.strip()]
+        if lines:
+            return lines[0]
+    return None
+
+
+def failure_lines(url: str, runs: list[dict[str, Any]], names: list[str], failed: list[str]) -> dict[str, str]:
+    """Each failed partition's error line, read from the event log of the backfill's failed run of it."""
+    out: dict[str, str] = {}
+    wanted = set(failed)
+    for r in runs:
+        if r["status"] not in _RUN_FAILED:
+            continue
+        tags = {t["key"]: t["value"] for t in r.get("tags", [])}
+        parts = [p for p in run_partitions(tags, names) if p in wanted and p not in out]
+        if not parts:
+            continue
+        try:
+            logs, failures = run_errors(url, r["runId"])
+        except (urllib.error.URLError, RuntimeError):
+            continue  # the list of partitions is still printed
+        for p in parts:
+            line = partition_error(p, logs, failures)
+            if line:
+                out[p] = f"{line} (run {r['runId']})"
+    return out
+
+
 def render(names: list[str], states: dict[str, str], width: int = 60) -> str:
     """One cell per partition (or per group of partitions past ``width``), then the counts."""
     cells = [states[p] for p in names]
@@ -178,6 +251,9 @@ def wait_for_backfill(url: str, backfill_id: str, key: list[str], names: list[st
             failed = [p for p in names if states[p] != "done"]
             if failed:
                 print(f"backfill {backfill_id} ended {backfill['status']}: not materialized: {', '.join(failed)}", file=out)
+                why = failure_lines(url, backfill["runs"], names, failed)
+                for p in failed:
+                    print(f"  {p}: {why.get(p, 'no run of the backfill built it')}", file=out)
                 return 1
             print(f"backfill {backfill_id}: all {len(names)} partitions materialized", file=out)
             return 0

@@ -1,9 +1,10 @@
-"""``lineage-defs``: check, graph, new, backfill, webhooks serve."""
+"""``lineage-defs``: check, graph, new, backfill, webhooks serve, demo."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -161,7 +162,35 @@ def cmd_webhooks_serve(args: argparse.Namespace) -> int:
         return 1
 
 
+def cmd_demo_up(args: argparse.Namespace) -> int:
+    from lineage_defs.demo.up import Options, run
+
+    return run(Options(host=args.host, port=args.port, kafka_port=args.kafka_port, webhook_port=args.webhook_port, workspace=args.workspace))
+
+
+def cmd_demo_stop(args: argparse.Namespace) -> int:
+    from lineage_defs.demo.up import stop
+
+    return stop(LineageSettings.from_env().state_dir)
+
+
+def cmd_demo_send(args: argparse.Namespace) -> int:
+    from lineage_defs.demo.send import send_kafka, send_webhook
+    from lineage_defs.errors import LineageDefsError
+
+    state_dir = LineageSettings.from_env().state_dir
+    try:
+        if args.what == "kafka":
+            return send_kafka(state_dir, args.count, args.topic, args.value, args.day)
+        return send_webhook(state_dir, args.count, args.hook, args.body, args.day, os.environ)
+    except LineageDefsError as e:
+        print(f"lineage-defs demo send {args.what}: {e.render()}", file=sys.stderr)
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
+    from lineage_defs.demo.send import EXAMPLE_DAY
+
     p = argparse.ArgumentParser(prog="lineage-defs", description="Annotated scripts as one Dagster asset graph.")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="report every annotation and contract error; exit 1 if any")
@@ -195,8 +224,35 @@ def main(argv: list[str] | None = None) -> int:
     ws.add_argument("--port", type=int, default=8787)
     ws.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
     ws.set_defaults(fn=cmd_webhooks_serve)
+    d = sub.add_parser("demo", help="the example with every trigger live (make demo)")
+    dsub = d.add_subparsers(dest="demo_command", required=True)
+    du = dsub.add_parser("up", help="start the UI and daemon, a Kafka broker and the webhook receiver; Ctrl-C stops them all")
+    du.add_argument("--host", default="127.0.0.1")
+    du.add_argument("--port", type=int, default=3000, help="the UI (default %(default)s)")
+    du.add_argument("--kafka-port", type=int, default=9092, help="the Kafka broker (default %(default)s)")
+    du.add_argument("--webhook-port", type=int, default=8787, help="the webhook receiver (default %(default)s)")
+    du.add_argument("--workspace", default="workspace.yaml", help="the Dagster workspace file (default %(default)s)")
+    du.set_defaults(fn=cmd_demo_up)
+    dsub.add_parser("stop", help="stop the running demo (make demo-stop)").set_defaults(fn=cmd_demo_stop)
+    ds = dsub.add_parser("send", help="produce to the demo's Kafka topic or post to its webhook")
+    ds.add_argument("what", choices=["kafka", "webhook"])
+    ds.add_argument("--count", type=int, default=3, help="messages or posts (default %(default)s)")
+    ds.add_argument("--day", default=EXAMPLE_DAY, help="the day of the example's orders and payments (default %(default)s)")
+    ds.add_argument("--topic", help="kafka: the topic (default: the folder's only one)")
+    ds.add_argument("--value", help="kafka: this JSON as each message's value instead of an order event")
+    ds.add_argument("--hook", help="webhook: the hook (default: the folder's only one)")
+    ds.add_argument("--body", help="webhook: this JSON as the body instead of a payment")
+    ds.set_defaults(fn=cmd_demo_send)
     args = p.parse_args(argv)
-    return int(args.fn(args))
+    try:
+        code = int(args.fn(args))
+        sys.stdout.flush()  # a reader that went away shows up here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # `lineage-defs graph | head`: the reader stopped reading, as Unix tools expect.
+        # Python would print a traceback, and another one flushing stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # what a shell reports for a command killed by SIGPIPE
 
 
 if __name__ == "__main__":

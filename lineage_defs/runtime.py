@@ -20,6 +20,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -151,10 +152,19 @@ def write(data: Any) -> dict[str, Any]:
 
     from lineage_defs.run.checks import CheckFailed
     from lineage_defs.run.events import RunBatch
+    from lineage_defs.run.inputs import InputMissing
     from lineage_defs.run.sql_step import SliceResult, StepRunner
 
     table = data if isinstance(data, pa.Table) else pa.Table.from_pandas(data, preserve_index=False)
     step = _step()
+    untyped = [f.name for f in table.schema if pa.types.is_null(f.type)]
+    if untyped:  # an empty (or all-None) object column: a table created from it would guess the type
+        message = (f"{step.path}: column{'s' * (len(untyped) > 1)} {', '.join(untyped)} ha{'ve' if len(untyped) > 1 else 's'} no type "
+                   "(an empty or all-None pandas column); a new table would get INTEGER for it — give the DataFrame dtypes")
+        if _pipes is not None:
+            _pipes.log.warning(message)
+        else:
+            print(message, file=sys.stderr, flush=True)
     session = _get_session()
     ctx = current()
     # the run's batch id goes into the write's ledger: a retried run writes it once
@@ -164,9 +174,9 @@ def write(data: Any) -> dict[str, Any]:
     window = partition()
     try:
         result = runner.write_slice(window)
-    except CheckFailed as e:
+    except (CheckFailed, InputMissing) as e:
         if ctx is not None:
-            failed = SliceResult(window.key if window else None, step.uri, checks=e.outcomes)
+            failed = SliceResult(window.key if window else None, step.uri, checks=e.outcomes if isinstance(e, CheckFailed) else e.checks)
             Path(ctx.result_file).write_text(failed.report().to_json())
         raise
     report = result.report()

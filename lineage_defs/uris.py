@@ -4,8 +4,8 @@ Pure: knows nothing of Dagster. ``AssetKey(list(key_path(uri)))`` is the key.
 
 >>> normalize("ducklake:///orders")
 'ducklake://main/orders'
->>> key_path("s3:///raw/{partition}.json")
-('s3', '_default', 'raw', 'raw.__partition__.json')
+>>> key_path("s3:///raw/orders/{partition}.csv")
+('s3', '_default', 'raw', 'orders', 'PARTITION-orders.csv')
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ DEFAULT_AUTHORITY = {"ducklake": "main", "duckdb": "warehouse"}
 DEFAULT_BUCKET = "_default"
 PARTITION_TOKEN = "{partition}"
 # Dagster derives op input/output names from key parts, which allows only
-# [A-Za-z0-9_.-]; the partition token is spelled this way inside keys (and is
-# therefore reserved in URIs) so the mapping stays one-to-one.
-KEY_PARTITION_TOKEN = "__partition__"
+# [A-Za-z0-9_.-]; inside keys the partition token is spelled
+# PARTITION-<the key part before>. Upper case reads as a placeholder, like the
+# braces it stands for; only that exact spelling is reserved in URIs, so names
+# such as PARTITION_LOG stay legal.
+KEY_PARTITION_TOKEN = "PARTITION"
 _SAFE_PART = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -52,16 +54,16 @@ class Uri:
         return self.path[-1]
 
     def key_path(self) -> tuple[str, ...]:
-        """The asset key's parts. A part holding ``{partition}`` is prefixed with the part before it
-        (``raw/orders/{partition}.csv`` → ``…, "orders", "orders.__partition__.csv"``): the UI labels a
-        node with the key's last part, and ``__partition__.csv`` alone would name every daily drop.
-        Still one-to-one: such parts always carry exactly one prefix, the part before them.
+        """The asset key's parts. ``{partition}`` is spelled ``PARTITION-<the key part before>``:
+        ``raw/orders/{partition}.csv`` → ``…, "orders", "PARTITION-orders.csv"``. The UI labels a node
+        with the key's last part, and shortens long names in the middle: ``PARTITION.csv`` would name
+        every daily drop alike, and so would a name ending in it. One-to-one: :func:`parse` refuses a
+        URI whose own text holds the spelling its place would get (``raw/PARTITION-raw.csv``), so each
+        ``PARTITION-<part before>`` reads back as ``{partition}``.
         """
-        parts = [self.authority or DEFAULT_BUCKET, *self.path]
-        out = [self.kind, parts[0]]
-        for prev, part in zip(parts, parts[1:]):
-            key = part.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)
-            out.append(f"{prev.replace(PARTITION_TOKEN, KEY_PARTITION_TOKEN)}.{key}" if PARTITION_TOKEN in part else key)
+        out = [self.kind]
+        for part in (self.authority or DEFAULT_BUCKET, *self.path):
+            out.append(part.replace(PARTITION_TOKEN, _spelled(out[-1])))
         return tuple(out)
 
     @property
@@ -105,13 +107,22 @@ def parse(text: str) -> Uri:
     for part in (authority, *parts):
         if part in (".", ".."):
             raise UriError(f"'{text}' contains a '{part}' path segment", "write the object's path without '.' or '..' segments")
-        if KEY_PARTITION_TOKEN in part:
-            raise UriError(f"'{KEY_PARTITION_TOKEN}' is reserved in URIs", f"write {PARTITION_TOKEN} for the partition")
         rest = part.replace(PARTITION_TOKEN, "")
         if rest and not _SAFE_PART.match(rest):
             bad = next(c for c in rest if not _SAFE_PART.match(c))
             raise UriError(f"'{text}' contains '{bad}'", "asset URIs may use letters, digits, '_', '.', '-', '/' and the {partition} token")
-    return Uri(kind, authority, parts)
+    uri = Uri(kind, authority, parts)
+    keys = uri.key_path()
+    for prev, key, part in zip(keys, keys[1:], (authority or DEFAULT_BUCKET, *parts)):
+        if key.replace(_spelled(prev), PARTITION_TOKEN) != part:
+            raise UriError(f"'{_spelled(prev)}' is reserved in '{text}': asset keys spell {PARTITION_TOKEN} after '{prev}' with it",
+                           f"write {PARTITION_TOKEN} for the partition, or another name")
+    return uri
+
+
+def _spelled(prev_key_part: str) -> str:
+    """How ``{partition}`` reads in an asset key part that follows ``prev_key_part``."""
+    return f"{KEY_PARTITION_TOKEN}-{prev_key_part}"
 
 
 def normalize(text: str) -> str:

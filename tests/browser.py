@@ -121,6 +121,20 @@ class Browser:
 
         return self.wait(f"a dialog from '{label}'", probe, timeout)
 
+    def show_all_partitions(self, dialog: Callable[[], WebElement]) -> None:
+        """A launcher opens on the last 90 days once its partitions have loaded (the banner comes late):
+        wait for its date range, and switch it to all time."""
+        def probe() -> bool:
+            text = dialog().text
+            if "All time" in text:
+                return True
+            if "Show all partitions" in text:
+                dialog().find_element(By.XPATH, ".//*[normalize-space(text())='Show all partitions']").click()
+                time.sleep(0.5)
+            return False
+
+        self.wait("all partitions in the launcher", probe, timeout=60)
+
     def text(self) -> str:
         return str(self.driver.find_element(By.TAG_NAME, "body").text)
 

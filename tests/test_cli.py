@@ -172,3 +172,16 @@ def test_check_on_the_example_exits_0(state: Path) -> None:
     r = run_cli("check", str(EXAMPLE), state=state)
     assert r.returncode == 0, r.stderr
     assert "0 errors" in r.stdout
+
+
+@pytest.mark.parametrize("args", [("graph", str(EXAMPLE)), ("graph", str(EXAMPLE), "--json")])
+def test_output_into_a_closed_pipe_ends_quietly(args: tuple[str, ...], state: Path) -> None:
+    """`lineage-defs graph … | head`: the reader goes away before the output is written; no traceback."""
+    script = Path(sys.executable).with_name("lineage-defs")
+    env = {k: v for k, v in os.environ.items() if k != "LINEAGE_PIPELINES_DIR"} | {"LINEAGE_STATE_DIR": str(state)}
+    proc = subprocess.Popen([str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # like `head` exiting: every write of the command now fails with EPIPE
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err  # 128 + SIGPIPE, as a shell reports it
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err

@@ -25,7 +25,7 @@ from lineage_defs.plan.spec import Project
 from lineage_defs.settings import LineageSettings
 from lineage_defs.run.substrates import Session
 
-from webserver import DagsterDev, launch_supervised, live_group_members, stop_group
+from webserver import DagsterDev, launch_supervised, live_group_members, run_problems, stop_group
 
 REPO = Path(__file__).resolve().parent.parent
 PIPELINES = REPO / "examples" / "pipelines"
@@ -85,45 +85,6 @@ query($runId: ID!) {
   }
 }
 """
-
-RUN_LOGS = """
-query($runId: ID!, $cursor: String) {
-  logsForRun(runId: $runId, afterCursor: $cursor) {
-    __typename
-    ... on EventConnection {
-      cursor
-      hasMore
-      events {
-        __typename
-        ... on MessageEvent { message level stepKey }
-        ... on ErrorEvent { error { message stack } }
-      }
-    }
-    ... on Error { message }
-  }
-}
-"""
-
-
-def run_problems(dev: DagsterDev, run_id: str) -> str:
-    """The errors and warnings of a run's event log, for an assertion message."""
-    lines: list[str] = []
-    cursor = None
-    for _ in range(50):
-        conn = dev.graphql(RUN_LOGS, {"runId": run_id, "cursor": cursor})["logsForRun"]
-        if conn["__typename"] != "EventConnection":
-            return f"logsForRun({run_id}): {conn}"
-        for e in conn["events"]:
-            err = e.get("error")
-            if e.get("level") in ("ERROR", "CRITICAL", "WARNING") or err:
-                lines.append(f"[{e['__typename']} {e.get('stepKey') or ''}] {e.get('message', '')}")
-                if err:
-                    lines.append(f"    {err['message']}\n{''.join(err.get('stack') or [])[-3000:]}")
-        cursor = conn["cursor"]
-        if not conn["hasMore"]:
-            break
-    return "\n".join(lines) or "(no errors in the event log)"
-
 
 def wait_for_run(dev: DagsterDev, run_id: str, timeout: float) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
@@ -515,3 +476,7 @@ def test_backfill_cli_waits_shows_progress_and_restores_the_pool_limit(dev: Dags
 
     assert bad_proc.returncode == 1, bad_out + bad_err
     assert "[x] 0/1 materialized, 1 failed" in bad_err and "not materialized: 2025-03-05" in bad_err
+    # and why, partition by partition: the failed run's own error line
+    assert "  2025-03-05: shop/orders.sql:" in bad_err, bad_err
+    why = next(line for line in bad_err.splitlines() if line.startswith("  2025-03-05: "))
+    assert "input not there yet: s3:///raw/orders/{partition}.csv partition 2025-03-05" in why and "(run " in why, why

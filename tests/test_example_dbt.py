@@ -23,7 +23,7 @@ def test_example_dbt_project_between_scripts(tmp_path: Path) -> None:
     defs = build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(state)))
     instance = DagsterInstance.ephemeral()
 
-    day = [AssetKey(["s3", "_default", "raw", "orders", "orders.__partition__.csv"]), _key("ducklake/main/customers"), _key("ducklake/main/orders")]
+    day = [AssetKey(["s3", "_default", "raw", "orders", "PARTITION-orders.csv"]), _key("ducklake/main/customers"), _key("ducklake/main/orders")]
     job = defs.resolve_implicit_job_def_def_for_assets(day)
     assert job is not None
     assert job.execute_in_process(instance=instance, asset_selection=day, partition_key=DAY).success

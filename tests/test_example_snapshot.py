@@ -32,7 +32,7 @@ def _partitions(pdef: Any) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {"type": type(pdef).__name__}
     if isinstance(pdef, TimeWindowPartitionsDefinition):
-        out.update(start=pdef.start.isoformat(), timezone=pdef.timezone, fmt=pdef.fmt)
+        out.update(start=pdef.start.isoformat(), timezone=pdef.timezone, fmt=pdef.fmt, end_offset=pdef.end_offset)
     else:  # dynamic
         out["name"] = getattr(pdef, "name", None)
     return out

@@ -125,3 +125,92 @@ def test_a_data_test_on_a_table_not_built_yet_names_it(tmp_path: Path) -> None:
     assert [x.error for x in run_windows(settings, s["x/customers.sql"], [None])] == [None]
     (again,) = run_windows(settings, s["x/orders.sql"], [PartitionWindow("2025-01-01")])
     assert again.error is None and again.rows == 1
+
+
+def failure_of(r: dg.ExecuteInProcessResult) -> str:
+    return str(next(e for e in r.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data.error)
+
+
+@pytest.mark.slow
+def test_python_and_bash_steps_name_the_input_they_miss(tmp_path: Path) -> None:
+    """The process fails on a table or object that is not built: the run says which input (and
+    partition) to build first, as a SQL step does — not "fix the script"."""
+    import warnings
+
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/orders.sql", """
+        -- pipeline
+        -- materialize ducklake://main/orders
+        SELECT 1 AS order_id
+    """)
+    write(root, "x/ltv.py", """
+        # pipeline
+        # on ducklake://main/orders
+        # materialize duckdb://warehouse/ltv
+        from lineage_defs import runtime
+
+        runtime.write(runtime.connect().sql("SELECT count(*) AS n FROM lake.main.orders").df())
+    """)
+    write(root, "x/export.sh", DROP.replace("raw/orders", "raw/export"))
+    write(root, "x/copy.sh", """
+        # pipeline
+        # partitioned daily start=2025-01-01
+        # on s3:///raw/export/{partition}.csv
+        # materialize manual s3:///raw/copy/{partition}.csv
+        set -euo pipefail
+        cp "$(dirname "$LINEAGE_OUTPUT_PATH")/../export/$PARTITION.csv" "$LINEAGE_OUTPUT_PATH"
+    """)
+    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)))
+    ltv, orders = dg.AssetKey(["duckdb", "warehouse", "ltv"]), dg.AssetKey(["ducklake", "main", "orders"])
+    with dg.instance_for_test() as instance, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = dg.materialize(defs.assets, instance=instance, resources=defs.resources, selection=[ltv], raise_on_error=False)
+        assert not r.success
+        error = failure_of(r)
+        assert "x/ltv.py:6:1: input not there yet: ducklake://main/orders (the table does not exist)" in error, error
+        assert "materialize ducklake://main/orders first, then re-run (the step said: CatalogException" in error, error
+        assert "fix the script" not in error
+        assert dg.materialize(defs.assets, instance=instance, resources=defs.resources, selection=[orders, ltv]).success
+
+        copy = next(k for k in defs.resolve_asset_graph().get_all_asset_keys() if "copy" in k.path)
+        r = dg.materialize(defs.assets, instance=instance, resources=defs.resources, selection=[copy], partition_key="2025-01-03", raise_on_error=False)
+        error = failure_of(r)
+        assert "input not there yet: s3:///raw/export/{partition}.csv partition 2025-01-03 (no object at " in error, error
+        assert "materialize s3:///raw/export/{partition}.csv partition 2025-01-03 first, then re-run this partition" in error
+    # Dagster's own Pipes handler reads a preview property on every run: nothing the user can act on
+    assert not [w for w in caught if "expected_writer_count" in str(w.message)]
+
+
+def test_data_tests_failing_on_an_empty_upstream_partition_name_it(tmp_path: Path) -> None:
+    """A downstream-only backfill whose upstream days were never built: `row_count: 0 failing` is not
+    the data's fault — each partition, and the range run, name the upstream and the days to build."""
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/orders.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize ducklake://main/orders
+        SELECT $partition AS day, 10 AS amount
+    """)
+    write(root, "x/revenue.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize ducklake://main/revenue
+        -- data_test row_count min=1
+        SELECT day, sum(amount) AS revenue FROM lake.main.orders WHERE _partition = $partition GROUP BY day
+    """)
+    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)))
+    orders, revenue = dg.AssetKey(["ducklake", "main", "orders"]), dg.AssetKey(["ducklake", "main", "revenue"])
+    with dg.instance_for_test() as instance:
+        assert dg.materialize(defs.assets, instance=instance, resources=defs.resources, selection=[orders], partition_key="2025-02-01").success
+        tags = {ASSET_PARTITION_RANGE_START_TAG: "2025-02-01", ASSET_PARTITION_RANGE_END_TAG: "2025-02-03"}
+        r = dg.materialize(defs.assets, instance=instance, resources=defs.resources, selection=[revenue], tags=tags, raise_on_error=False)
+        assert not r.success
+        error = failure_of(r)
+        assert "2 of 3 partitions failed: 2025-02-02, 2025-02-03" in error, error
+        assert "materialize ducklake://main/orders partitions 2025-02-02, 2025-02-03 first, then re-run these partitions" in error, error
+        assert "input not there yet: ducklake://main/orders partition 2025-02-02 (no rows of this partition)" in error
+        assert "row_count: 0 failing" in error  # what the test said, quoted
+        assert "fix the data or the test" not in error
+        logs = [e.user_message for e in instance.all_logs(r.run_id) if e.user_message]
+        assert any("partition 2025-02-03 failed: " in m and "materialize ducklake://main/orders partition 2025-02-03 first" in m for m in logs), logs
+        assert instance.get_materialized_partitions(revenue) == {"2025-02-01"}

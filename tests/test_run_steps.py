@@ -213,7 +213,7 @@ def test_python_and_bash_steps_through_pipes(tmp_path: Path, instance: Any) -> N
     assert any("bash sees 2025-01-02 from 2025-01-02T00:00:00+00:00" in m for m in logs)
     assert not any("did not receive any messages" in m for m in logs)
     assert any("python step wrote its slice" in m for m in logs)
-    raw = mats[("s3", "_default", "raw", "raw.__partition__.csv")]
+    raw = mats[("s3", "_default", "raw", "PARTITION-raw.csv")]
     assert raw.metadata["dagster/row_count"].value == 2  # observed after the manual write
     rows = query(state, "SELECT id, day, start FROM lake.main.loaded ORDER BY id")
     assert [(a, str(b)[:10]) for a, b, _ in rows] == [(1, "2025-01-02"), (2, "2025-01-02")]
@@ -484,3 +484,21 @@ def test_write_errors_name_the_script_and_its_select(tmp_path: Path, instance: A
     error = str(next(e for e in r.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data.error)
     assert "x/m.sql:3:1: " in error and "duplicate" in error.lower()
     assert "    SELECT * FROM (VALUES (1, 'a'), (1, 'b')) v(id, name)" in error
+
+
+def test_an_untyped_empty_frame_is_written_with_a_warning(tmp_path: Path, instance: Any) -> None:
+    """A run with nothing to write (an event step without events) writes an empty DataFrame: its object
+    columns have no type, and the table it creates would guess INTEGER — the run says so."""
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/empty.py", """
+        # pipeline
+        # materialize ducklake://main/empty_t
+        import pandas as pd
+        from lineage_defs import runtime
+
+        runtime.write(pd.DataFrame([], columns=["payment_id", "amount"]))
+    """)
+    r = run(defs_for(root, state), instance)
+    assert r.success
+    warnings = [e.user_message for e in instance.all_logs(r.run_id) if e.level == 30 and e.user_message]  # logging.WARNING
+    assert any("x/empty.py: columns payment_id, amount have no type" in m and "give the DataFrame dtypes" in m for m in warnings), warnings

@@ -33,6 +33,10 @@ STEPS = {
         "-- pipeline\n-- partitioned daily start=2025-01-01\n-- trigger all\n-- materialize duckdb://warehouse/both_sides\n"
         "SELECT l.p FROM warehouse.left_side l JOIN warehouse.right_side r USING (p) WHERE l.p = $partition\n"
     ),
+    # the issue's customer_ltv: unpartitioned, reading a dimension and a daily table
+    "casc/days.sql": "-- pipeline\n-- partitioned daily start=2025-01-01\n-- trigger manual\n-- materialize duckdb://warehouse/days\nSELECT $partition AS p\n",
+    "casc/dim.sql": "-- pipeline\n-- trigger manual\n-- materialize duckdb://warehouse/dim\nSELECT 1 AS d\n",
+    "casc/ltv.sql": "-- pipeline\n-- materialize duckdb://warehouse/ltv\nSELECT count(*) AS n FROM warehouse.days, warehouse.dim\n",
     "casc/ticker.sql": (
         '-- pipeline\n-- partitioned daily start=2025-01-01\n-- on schedule cron="* * * * *"\n-- trigger manual\n'
         "-- materialize duckdb://warehouse/ticker\nSELECT $partition AS p\n"
@@ -93,6 +97,19 @@ def test_trigger_all_waits_for_every_input_of_the_partition(world: dict[str, Any
     wait_for("the joined partition", lambda: [r for r in asset_runs(instance, "duckdb/warehouse/both_sides") if r.status == DagsterRunStatus.SUCCESS], 150, daemon.log_tail)
     (run,) = asset_runs(instance, "duckdb/warehouse/both_sides")
     assert run.tags["dagster/partition"] == "2025-01-02"
+
+
+def test_a_step_never_starts_before_every_input_it_reads_was_materialized(world: dict[str, Any]) -> None:
+    """One input built (no debounce), the other never: the step waits — no run, so no failed one — and starts
+    once the other is in."""
+    daemon, instance = world["daemon"], world["instance"]
+    materialize_by_hand(world, "duckdb/warehouse/dim")
+    time.sleep(14)  # a few cascade evaluations with `days` never materialized
+    assert asset_runs(instance, "duckdb/warehouse/ltv") == []
+    materialize_by_hand(world, "duckdb/warehouse/days", "2025-01-02")
+    wait_for("the reader's run", lambda: [r for r in asset_runs(instance, "duckdb/warehouse/ltv") if r.is_finished], 150, daemon.log_tail)
+    (run,) = asset_runs(instance, "duckdb/warehouse/ltv")
+    assert run.status == DagsterRunStatus.SUCCESS and run.tags["dagster/sensor_name"] == "lineage_cascade"
 
 
 def test_debounce_coalesces_a_burst_into_one_run(world: dict[str, Any]) -> None:

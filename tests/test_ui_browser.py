@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -127,14 +126,7 @@ def launched(demo: DagsterDev, upstream: None, tmp_path_factory: pytest.TempPath
 
         b.wait("the partition selector", lambda: "Partition selection" in dialog().text)
 
-        def all_partitions() -> bool:  # the launcher opens on the last 90 days
-            if "Show all partitions" not in dialog().text:
-                return True
-            dialog().find_element(By.XPATH, ".//*[normalize-space(text())='Show all partitions']").click()
-            time.sleep(0.5)
-            return False
-
-        b.wait("all partitions in the launcher", all_partitions)
+        b.show_all_partitions(dialog)
 
         def select_range() -> bool:
             if "3 partitions" in dialog().text:
@@ -234,30 +226,23 @@ def test_columns_table_shows_types_and_lineage(demo: DagsterDev, browser: Browse
 
 
 @pytest.fixture(scope="module")
-def receiver(demo: DagsterDev, demo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """`lineage-defs webhooks serve` beside the demo (same state dir), with a token for the example's hook."""
-    from services import Supervised, wait_port
-    from webserver import free_port
+def receiver(demo: DagsterDev, demo_root: Path) -> tuple[str, Any]:
+    """The webhook receiver `make demo` started beside the UI, and the credential it generated for the example's hook."""
+    from lineage_defs.demo.state import credentials, require_running
 
-    port = free_port()
-    env = {**demo.env, "LINEAGE_WEBHOOK_TOKEN_PAYMENTS": "ui-test-token"}
-    log = tmp_path_factory.mktemp("receiver") / "receiver.log"
-    server = Supervised([str(Path(sys.executable).parent / "lineage-defs"), "webhooks", "serve", "--port", str(port)], REPO, env, log)
-    server.start()
-    try:
-        wait_port(port, 60, server.alive)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    running = require_running(demo_root / "state")
+    assert running.webhooks and running.hooks == ["payments"], running
+    return running.webhooks, credentials(demo_root / "state", ["payments"], {})["payments"]
 
 
-def test_a_webhook_post_runs_under_the_sensors_ticks(demo: DagsterDev, browser: Browser, receiver: str, demo_root: Path) -> None:
+def test_a_webhook_post_runs_under_the_sensors_ticks(demo: DagsterDev, browser: Browser, receiver: tuple[str, Any], demo_root: Path) -> None:
     import urllib.request
 
+    from lineage_defs.demo.send import signed_request
+
+    url, credential = receiver
     payment = {"payment_id": "ui-p-1", "order_id": 17, "amount_eur": 42.5, "paid_at": "2025-01-09T10:15:00Z"}
-    req = urllib.request.Request(f"{receiver}/hooks/payments", data=json.dumps(payment).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", "Authorization": "Bearer ui-test-token"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
+    with urllib.request.urlopen(signed_request(f"{url}/hooks/payments", json.dumps(payment).encode(), credential, "ui-p-1"), timeout=30) as resp:
         assert resp.status == 202 and json.loads(resp.read())["id"]
 
     sensor = "shop__payments__webhook_payments"

@@ -11,27 +11,41 @@ import pytest
 
 
 def unfold(parts: tuple[str, ...]) -> str:
-    """The inverse the key spelling promises (a part with the token carries one prefix: the part before it)."""
-    kind, authority, *rest = parts
-    prev, path = authority, []
-    for part in rest:
-        if KEY_PARTITION_TOKEN in part:
-            assert part.startswith(prev + "."), (prev, part)
-            part = part[len(prev) + 1 :]
-        path.append(part)
-        prev = part
-    text = "/".join(p.replace(KEY_PARTITION_TOKEN, PARTITION_TOKEN) for p in path)
-    return f"{kind}://{'' if authority == '_default' else authority.replace(KEY_PARTITION_TOKEN, PARTITION_TOKEN)}/{text}"
+    """The inverse the key spelling promises: each PARTITION-<the key part before> is the token again."""
+    kind, *rest = parts
+    decoded = [part.replace(f"{KEY_PARTITION_TOKEN}-{prev}", PARTITION_TOKEN) for prev, part in zip(parts, rest)]
+    bucket, *path = decoded
+    return f"{kind}://{'' if bucket == '_default' else bucket}/{'/'.join(path)}"
 
 
 def test_templated_objects_end_in_a_readable_distinct_part() -> None:
     orders, events = key_path("s3:///raw/orders/{partition}.csv"), key_path("s3:///raw/events/{partition}.csv")
-    assert orders[-1] == "orders.__partition__.csv" and events[-1] == "events.__partition__.csv"
+    # the graph's label (the last part): the partition placeholder and the folder, within Dagster's
+    # [A-Za-z0-9_.-], told apart by their ends (the UI shortens long names in the middle)
+    assert orders[-1] == "PARTITION-orders.csv" and events[-1] == "PARTITION-events.csv"
+    assert key_path("s3:///{partition}.parquet") == ("s3", "_default", "PARTITION-_default.parquet")
     assert key_path("ducklake://main/orders") == ("ducklake", "main", "orders")
 
 
-segment = st.text(alphabet="ab.-_", min_size=1, max_size=4).filter(lambda s: s not in (".", "..")) | st.just(PARTITION_TOKEN) | st.builds(
-    lambda a, b: a + PARTITION_TOKEN + b, st.text(alphabet="ab.", max_size=2), st.text(alphabet="ab.", max_size=2)
+def test_only_the_exact_key_spelling_of_the_token_is_reserved() -> None:
+    """A URI holding PARTITION-<the part before> itself would share a key with a templated one; any other
+    name with PARTITION in it (a table PARTITION_LOG, an object REPARTITIONED.csv) is a name like any."""
+    with pytest.raises(UriError, match="'PARTITION-orders' is reserved") as e:
+        parse("s3:///raw/orders/PARTITION-orders.csv")
+    assert e.value.fix and "{partition}" in e.value.fix
+    with pytest.raises(UriError, match="'PARTITION-_default' is reserved"):
+        parse("s3:///PARTITION-_default.csv")
+    assert key_path("ducklake:///PARTITION_LOG") == ("ducklake", "main", "PARTITION_LOG")
+    assert key_path("s3:///raw/PARTITION/REPARTITIONED.csv")[-2:] == ("PARTITION", "REPARTITIONED.csv")
+    assert key_path("s3:///raw/orders/PARTITION-events.csv")[-1] == "PARTITION-events.csv"  # not the part before
+
+
+segment = (
+    st.text(alphabet="ab.-_P", min_size=1, max_size=4).filter(lambda s: s not in (".", ".."))
+    | st.just(PARTITION_TOKEN)
+    | st.builds(lambda a, b: a + PARTITION_TOKEN + b, st.text(alphabet="ab.", max_size=2), st.text(alphabet="ab.", max_size=2))
+    # the key spelling itself, after parts the strategy can draw (a, b, _default, bucket)
+    | st.builds(lambda prev, tail: f"{KEY_PARTITION_TOKEN}-{prev}{tail}", st.sampled_from(["a", "b", "_default", "bucket", ""]), st.sampled_from(["", ".csv", PARTITION_TOKEN]))
 )
 
 

@@ -1,23 +1,18 @@
-"""`dagster dev` as a test fixture: started in its own process group, talked to over GraphQL.
+"""`dagster dev` (or `lineage-defs demo up`) as a test fixture: started in its own process group, talked to over GraphQL.
 
-Every process `dagster dev` starts (webserver, daemon, code servers, run workers,
-step subprocesses) stays in the process group of a small supervisor, which is the
-direct child of the test process. The supervisor gets a parent-death signal
-(``prctl(PR_SET_PDEATHSIG)``): if the test process dies, however it dies, the
-supervisor SIGKILLs its whole group, so a crashed test leaves nothing running.
-A normal teardown sends SIGTERM to the group, then SIGKILL after a grace period.
-Nothing is ever killed by name.
+The process group is the package's own (``lineage_defs.demo.processes``, which
+`make demo` uses too): every process the command starts stays in the group of
+a small supervisor, the direct child of the test process, which SIGKILLs the
+group when the test process dies, however it dies; a normal teardown sends
+SIGTERM to the group, then SIGKILL after a grace period. Nothing is ever
+killed by name.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
-import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,104 +20,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-PR_SET_PDEATHSIG = 1
-# The signal the kernel sends the supervisor when the test process dies.
-DEATH_SIGNAL = signal.SIGUSR1
+from lineage_defs.demo.processes import launch_supervised, live_group_members, stop_group
 
-# The supervisor: group leader, runs the command as its child and, on the
-# parent-death signal, SIGKILLs the whole group (itself included). SIGTERM from
-# the teardown is left to the command's own shutdown: the supervisor keeps
-# waiting so the group keeps its leader until the command has exited.
-SUPERVISOR = r"""
-import os, signal, subprocess, sys
-parent = int(sys.argv[1])
-def reap(*_):
-    os.killpg(0, signal.SIGKILL)
-signal.signal(signal.SIGUSR1, reap)
-signal.signal(signal.SIGTERM, lambda *_: None)
-if os.getppid() != parent:  # the test process died before prctl took effect
-    reap()
-child = subprocess.Popen(sys.argv[2:])
-sys.exit(child.wait())
-"""
+__all__ = ["DagsterDev", "free_port", "launch_supervised", "live_group_members", "run_problems", "stop_group", "wait_for_location"]
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _new_group_with_death_signal() -> None:
-    """preexec_fn: a new session (so a new process group) and a parent-death signal."""
-    os.setsid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, int(DEATH_SIGNAL), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-
-
-def launch_supervised(argv: list[str], cwd: Path, env: Mapping[str, str], output: Any) -> subprocess.Popen[bytes]:
-    """Start ``argv`` under the supervisor, in a new process group led by the supervisor.
-
-    The group id is the returned process's pid.
-    """
-    return subprocess.Popen(
-        [sys.executable, "-c", SUPERVISOR, str(os.getpid()), *argv],
-        cwd=cwd,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=output,
-        stderr=subprocess.STDOUT,
-        preexec_fn=_new_group_with_death_signal,  # noqa: PLW1509 - the point of it
-    )
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """Pids of the group's processes that still run (zombies, which run nothing, excluded)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            out.append(int(entry))
-    return out
-
-
-def stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
-    """SIGTERM to ``proc``'s process group; SIGKILL to what is left after ``grace`` seconds."""
-    pgid = proc.pid
-
-    def signal_group(sig: int) -> None:
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            pass
-
-    signal_group(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        proc.poll()  # reap the supervisor once it exits
-        if not live_group_members(pgid):
-            break
-        time.sleep(0.2)
-    signal_group(signal.SIGKILL)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-    # SIGKILL is delivered at once but a process exits when the kernel gets to it
-    # (one blocked in I/O may take a moment); a child forked while the group was
-    # being signalled is caught by signalling again.
-    deadline = time.monotonic() + 15
-    while live_group_members(pgid) and time.monotonic() < deadline:
-        signal_group(signal.SIGKILL)
-        time.sleep(0.2)
 
 
 class GraphQLError(AssertionError):
@@ -259,3 +165,42 @@ def wait_for_location(dev: DagsterDev, location: str, timeout: float) -> dict[st
         return None
 
     return dev.wait_until(f"code location {location}", probe, timeout)
+
+
+RUN_LOGS = """
+query($runId: ID!, $cursor: String) {
+  logsForRun(runId: $runId, afterCursor: $cursor) {
+    __typename
+    ... on EventConnection {
+      cursor
+      hasMore
+      events {
+        __typename
+        ... on MessageEvent { message level stepKey }
+        ... on ErrorEvent { error { message stack } }
+      }
+    }
+    ... on Error { message }
+  }
+}
+"""
+
+
+def run_problems(dev: DagsterDev, run_id: str) -> str:
+    """The errors and warnings of a run's event log, for an assertion message."""
+    lines: list[str] = []
+    cursor = None
+    for _ in range(50):
+        conn = dev.graphql(RUN_LOGS, {"runId": run_id, "cursor": cursor})["logsForRun"]
+        if conn["__typename"] != "EventConnection":
+            return f"logsForRun({run_id}): {conn}"
+        for e in conn["events"]:
+            err = e.get("error")
+            if e.get("level") in ("ERROR", "CRITICAL", "WARNING") or err:
+                lines.append(f"[{e['__typename']} {e.get('stepKey') or ''}] {e.get('message', '')}")
+                if err:
+                    lines.append(f"    {err['message']}\n{''.join(err.get('stack') or [])[-3000:]}")
+        cursor = conn["cursor"]
+        if not conn["hasMore"]:
+            break
+    return "\n".join(lines) or "(no errors in the event log)"

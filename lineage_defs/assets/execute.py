@@ -12,6 +12,7 @@ import dataclasses
 import json
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     PipesSubprocessClient,
+    PreviewWarning,
     TableSchema,
     TimeWindowPartitionsDefinition,
 )
@@ -36,6 +38,7 @@ from lineage_defs.plan.spec import ScriptStep
 from lineage_defs.run.context import PartitionWindow, resolve_token
 from lineage_defs.run.contract import SliceReport, StepContext, script_env
 from lineage_defs.run.events import RunBatch, load_batch, write_events_file
+from lineage_defs.run.inputs import Missing, build_first, missing_after_process, not_there_yet
 from lineage_defs.run.observe import observe
 from lineage_defs.run.ranges import run_windows
 from lineage_defs.settings import LineageSettings
@@ -224,10 +227,12 @@ class StepRun:
             if self.wins == [None]:
                 raise first
             others = "the others are materialized" if committed else "none was materialized"
+            inputs = build_first([e for _, e in failed])
+            fix = f"materialize {inputs} first, then re-run these partitions" if inputs else "fix the failing partitions and re-run them"
             raise RunError(
                 f"{len(failed)} of {len(self.wins)} partitions failed: {names}; first error: {first}",
                 Location(step.path),
-                f"fix the failing partitions and re-run them; {others}",
+                f"{fix}; {others}",
             ) from first
 
     def pipes(self) -> Iterator[Any]:
@@ -267,15 +272,17 @@ class StepRun:
             env = {**settings.to_env(), **script_env(step_context, context_file, sys.executable), "PYTHONUNBUFFERED": "1"}
             command = [sys.executable, "-m", "lineage_defs.run.launch"]
             try:
-                invocation = PipesSubprocessClient(cwd=str(script.parent)).run(command=command, context=context, env=env)
+                with warnings.catch_warnings():
+                    # Dagster's own PipesMessageHandler reads this preview property of every
+                    # reader, ours included, on every run: nothing a user can act on.
+                    warnings.filterwarnings("ignore", message=r".*PipesMessageReader\.expected_writer_count", category=PreviewWarning)
+                    invocation = PipesSubprocessClient(cwd=str(script.parent)).run(command=command, context=context, env=env)
             except Exception as e:
                 # a blocking data test rolled the write back: still report the checks
                 if result_file.exists():
                     yield from _check_results(step, self.key, [SliceReport.from_json(result_file.read_text())])
                 if error_file.exists():
-                    err = json.loads(error_file.read_text())
-                    where = Location(step.path, int(err["line"]), 1 if err["line"] else 0, err["text"].strip(), len(err["text"].strip()) or 1)
-                    raise RunError(f"the step failed: {err['message']}\n{err['traceback']}", where, "fix the script and re-run it (managed writes are idempotent)") from e
+                    raise self._failure(json.loads(error_file.read_text()), window) from e
                 raise
             reported = list(invocation.get_results())
             written = SliceReport.from_json(result_file.read_text()) if result_file.exists() else None
@@ -295,6 +302,17 @@ class StepRun:
         meta = {**materialization_metadata(step, self.translator, result, self.trigger), **user_meta}
         yield from _check_results(step, self.key, [result])
         yield MaterializeResult(asset_key=self.key, metadata=meta)
+
+    def _failure(self, err: dict[str, Any], window: PartitionWindow | None) -> RunError:
+        """The script's own error (its ``file:line``), or — when an input it reads is not built —
+        which input and partition to build first, as a SQL step says it."""
+        step = self.step
+        where = Location(step.path, int(err["line"]), 1 if err["line"] else 0, err["text"].strip(), len(err["text"].strip()) or 1)
+        missing = [Missing(**m) for m in err.get("missing") or ()] or missing_after_process(self.settings, step, window)
+        if missing:
+            said = str(err["message"]).splitlines()[0]
+            return not_there_yet(missing, where, window, f"the step said: {said}")
+        return RunError(f"the step failed: {err['message']}\n{err['traceback']}", where, "fix the script and re-run it (managed writes are idempotent)")
 
 
 def _upload(settings: LineageSettings, local: Path, url: str) -> None:

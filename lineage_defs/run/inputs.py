@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lineage_defs import uris
+from lineage_defs.errors import Location, RunError
 from lineage_defs.plan.spec import PARTITION_COLUMN, ScriptStep
 from lineage_defs.run.context import PartitionWindow, resolve_token
 from lineage_defs.run.write.context import split_qualified
@@ -96,3 +97,61 @@ def missing_partitions(session: Any, step: ScriptStep, window: PartitionWindow |
         if row is None:
             out.append(Missing(dep.uri, window.key, "no rows of this partition"))
     return out
+
+
+class InputMissing(RunError):
+    """A step failed (or came out empty) because inputs are not built: ``missing`` says which."""
+
+    def __init__(self, missing: list[Missing], location: Location | None, fix: str, said: str = "") -> None:
+        self.missing = list(missing)
+        self.said = said  # what the engine or the script said, quoted in the fix
+        self.checks: list[Any] = []  # the data tests' outcomes, when they failed on the empty slice
+        super().__init__(f"input not there yet: {'; '.join(m.describe() for m in missing)}", location, fix)
+
+
+def not_there_yet(missing: list[Missing], location: Location | None, window: PartitionWindow | None, said: str) -> InputMissing:
+    """The error of a step that failed (or came out empty) because ``missing`` inputs are not built:
+    which to build first, then what the engine or the script itself said."""
+    first = missing[0]
+    build = f"{first.uri} partition {first.partition}" if first.partition else first.uri
+    err = InputMissing(missing, location, f"materialize {build} first, then re-run{' this partition' if window else ''} ({said[:200]})", said)
+    err.__suppress_context__ = True  # the engine's own words are in the fix; its "fix the statement" would mislead
+    return err
+
+
+def build_first(errors: list[BaseException]) -> str | None:
+    """What a range run whose partitions failed for missing inputs must build first, input by
+    input with its partitions (None when some partition failed for another reason).
+
+    >>> e = InputMissing([Missing("ducklake://main/orders", "2025-02-01", "no rows")], None, "")
+    >>> build_first([e, InputMissing([Missing("ducklake://main/orders", "2025-02-02", "no rows")], None, "")])
+    'ducklake://main/orders partitions 2025-02-01, 2025-02-02'
+    """
+    if not errors or not all(isinstance(e, InputMissing) for e in errors):
+        return None
+    by_uri: dict[str, list[str]] = {}
+    for e in errors:
+        assert isinstance(e, InputMissing)
+        for m in e.missing:
+            parts = by_uri.setdefault(m.uri, [])
+            if m.partition and m.partition not in parts:
+                parts.append(m.partition)
+    out = []
+    for uri, parts in by_uri.items():
+        shown = ", ".join(parts[:10]) + (f" … ({len(parts)} in all)" if len(parts) > 10 else "")
+        out.append(f"{uri} partition{'s' if len(parts) > 1 else ''} {shown}" if parts else uri)
+    return "; ".join(out)
+
+
+def missing_after_process(settings: Any, step: ScriptStep, window: PartitionWindow | None) -> list[Missing]:
+    """``missing_after_failure`` for a Python or Bash step whose process failed: a session of the
+    parent's own (the process has exited, so the state dir's lock is free), never raising."""
+    from lineage_defs.run.substrates import Session
+
+    if not step.deps:
+        return []
+    try:
+        with Session(settings) as session:
+            return missing_after_failure(session, step, window)
+    except Exception:  # best effort: the script's own error is still reported
+        return []

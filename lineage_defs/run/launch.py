@@ -12,6 +12,7 @@ never Dagster itself.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import runpy
 import subprocess
@@ -82,9 +83,15 @@ def _record_error(e: BaseException, ctx: StepContext) -> None:
     frames = traceback.extract_tb(e.__traceback__)
     mine = [f for f in frames if f.filename == ctx.script]
     where = mine[-1] if mine else None
+    from lineage_defs.run.inputs import InputMissing
+
+    # an input that is not there yet (a data test on a slice left empty by it): the parent names it
+    missing = [dataclasses.asdict(m) for m in e.missing] if isinstance(e, InputMissing) else []
+    if isinstance(e, InputMissing):
+        message = e.said or message
     with open(ctx.error_file, "w") as f:
         json.dump({"message": message, "line": where.lineno if where else 0, "text": (where.line or "") if where else "",
-                   "traceback": "".join(traceback.format_exception(e))}, f)
+                   "traceback": "".join(traceback.format_exception(e)), "missing": missing}, f)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lineage_defs.errors import Location, RunError
-from lineage_defs.parse.model import Language
+from lineage_defs.parse.model import Language, Severity
 from lineage_defs.plan.schemas import record_schema
 from lineage_defs.plan.spec import ScriptStep, Strategy
 from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_custom, script_statements
@@ -24,7 +24,7 @@ from lineage_defs.run.compile import Compiled, compile_statement, uses_substrate
 from lineage_defs.run.context import PartitionWindow, resolve_token
 from lineage_defs.run.contract import SliceReport
 from lineage_defs.run.events import RunBatch, stage_events, stage_events_postgres
-from lineage_defs.run.inputs import missing_after_failure, missing_partitions
+from lineage_defs.run.inputs import missing_after_failure, missing_partitions, not_there_yet
 from lineage_defs.run.quoting import ident
 from lineage_defs.run.substrates import Session
 from lineage_defs.run.write import write
@@ -232,17 +232,9 @@ class StepRunner:
         missing = missing_after_failure(self.session, self.step, window)
         if not missing:
             return e
-        first = missing[0]
-        build = f"{first.uri} partition {first.partition}" if first.partition else first.uri
         said = str(e.message).splitlines()[0]
         said = said.removeprefix("statement failed: ")  # a data test's failure keeps the test's name
-        err = RunError(
-            f"input not there yet: {'; '.join(m.describe() for m in missing)}",
-            e.location,
-            f"materialize {build} first, then re-run{' this partition' if window else ''} (engine said: {said[:200]})",
-        )
-        err.__suppress_context__ = True  # the engine's own words are in the fix; its "fix the statement" would mislead
-        return err
+        return not_there_yet(missing, e.location, window, f"engine said: {said}")
 
     def _compiled(self, window: PartitionWindow | None, dialect: str = "duckdb", paramstyle: str = "dollar") -> list[tuple[Compiled, int, str]]:
         out = []
@@ -381,6 +373,13 @@ class StepRunner:
                 audit(self.session.conn)  # the batch is already in: its checks still report, on the same slice
         except CheckFailed as e:
             result.checks = e.outcomes
+            missing = missing_partitions(self.session, self.step, window) if rows == 0 and window is not None else []
+            if missing:  # the tests failed on an empty slice because an upstream partition is empty
+                failed = "; ".join(f"{o.name}: {o.failing} failing" for o in e.outcomes if not o.passed and o.severity == Severity.ERROR)
+                where = self._where(self.step.statements[-1].line) if self.step.statements else Location(self.step.path)
+                err = not_there_yet(missing, where, window, f"the slice came out empty and the data tests failed: {failed}")
+                err.checks = list(e.outcomes)
+                raise err from None
             raise
         result.write = wr
         result.rows = wr.rows

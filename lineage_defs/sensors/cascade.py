@@ -13,11 +13,16 @@ Built from Dagster's own operators (``dagster/_core/definitions/declarative_auto
   partitions) updated for the same partition since this step last ran.
 - **manual**: no condition.
 
-Common to any/all: not while the step or an input is in progress, not while
-an input produced by the project is missing for that partition (inputs at a
-coarser grain — days feeding a month — never block), and ``debounce``: not
-until no input changed for its window (``UpdatedWithin``). Muted reads are
-not dependencies at all (the plan drops them), so they never trigger.
+Common to any/all: not while the step or an input is in progress; not while
+any input it reads that the project produces (its deps, which hold the tables
+its ``relationships`` tests read) has never been materialized for the step's
+partition — for an input of another grain, none of the partitions mapped to
+it (no day of a month; no partition at all, for an unpartitioned step reading
+a partitioned table); and ``debounce``: not until no input changed for its
+window (``UpdatedWithin``). The gate is one ``all_deps_match`` labelled
+``inputs_materialized``, so the UI's Automation tab shows, input by input,
+which one the step waits for. Muted reads are not dependencies at all (the
+plan drops them), so they never trigger.
 """
 
 from __future__ import annotations
@@ -80,37 +85,51 @@ def condition_for(
 
     partitioned = [d for d in deps if pdefs.get(d.uri) is not None]
     whole = [d for d in deps if pdefs.get(d.uri) is None]
-    blocking = [d for d in deps if _same_grain(pdefs.get(d.uri), own)]
+    # The gate waits for every input the project produces (the deps hold the tables the
+    # data tests read too); external ones never materialize in Dagster, so they are left out.
+    gate = sorted(u for u in every if u in key_of)
+    gate_keys = None if len(gate) == len(every) else tuple(key_of[u] for u in gate)
     windows: dict[float, list[AssetKey]] = {}
     for d in deps:
         w = d.debounce if d.debounce is not None else step.debounce
         if w:
             windows.setdefault(float(w), []).append(key_of[d.uri])
     time_own = isinstance(own, TimeWindowPartitionsDefinition)
-    gate = (partitioned or deps) if step.trigger == Cascade.ALL else []
+    trigger_gate = (partitioned or deps) if step.trigger == Cascade.ALL else []
     shape = (
         step.trigger,
         time_own,
-        tuple(k([d]) for d in gate),
+        tuple(k([d]) for d in trigger_gate),
         k(partitioned) if partitioned else (),
         k(whole) if whole else (),
         k(deps),
-        k(blocking) if blocking else (),
+        gate_keys,
         tuple(sorted((w, tuple(keys)) for w, keys in windows.items())),
     )
     if memo is not None and shape in memo:
         return memo[shape]
-    cond = _build(step.trigger, time_own, shape, bool(partitioned), bool(whole), bool(blocking), windows)
+    cond = _build(step.trigger, time_own, shape, bool(partitioned), bool(whole), windows)
     if memo is not None:
         memo[shape] = cond
     return cond
 
 
-def _build(trigger: Cascade, time_own: bool, shape: tuple[Any, ...], partitioned: bool, whole: bool, blocking: bool, windows: Mapping[float, list[AssetKey]]) -> AutomationCondition:
-    _, _, gate, partitioned_keys, whole_keys, all_keys, blocking_keys, _ = shape
+def inputs_materialized(keys: tuple[AssetKey, ...] | None = None) -> AutomationCondition:
+    """True for the partitions whose every input (of ``keys``; None: every dep) was materialized for
+    them — some partition mapped to them, for an input of another grain — or is requested on this
+    very tick. Evaluated input by input: the UI lists each with its own result."""
+    present = (~AutomationCondition.missing() | AutomationCondition.will_be_requested()).with_label("materialized_or_requested")
+    cond = AutomationCondition.all_deps_match(present)
+    if keys is not None:
+        cond = cond.allow(AssetSelection.assets(*keys))
+    return cond.with_label("inputs_materialized")
+
+
+def _build(trigger: Cascade, time_own: bool, shape: tuple[Any, ...], partitioned: bool, whole: bool, windows: Mapping[float, list[AssetKey]]) -> AutomationCondition:
+    _, _, trigger_gate, partitioned_keys, whole_keys, all_keys, gate_keys, _ = shape
     if trigger == Cascade.ALL:
-        pending = _deps_updated(gate[0]).since_last_handled()
-        for keys in gate[1:]:
+        pending = _deps_updated(trigger_gate[0]).since_last_handled()
+        for keys in trigger_gate[1:]:
             pending = pending & _deps_updated(keys).since_last_handled()
         pending = pending.with_label("all_inputs_updated_since_last_run")
     else:
@@ -126,27 +145,12 @@ def _build(trigger: Cascade, time_own: bool, shape: tuple[Any, ...], partitioned
         pending = either.since_last_handled().with_label("any_input_updated_since_last_run")
 
     cond = pending & ~AutomationCondition.any_deps_in_progress() & ~AutomationCondition.in_progress()
-    if blocking:
-        missing = AutomationCondition.missing() & ~AutomationCondition.will_be_requested()
-        gate_missing = AutomationCondition.any_deps_match(missing)
-        if blocking_keys is not None:
-            gate_missing = gate_missing.allow(AssetSelection.assets(*blocking_keys))
-        cond = cond & ~gate_missing.with_label("an_input_is_missing")
+    if gate_keys != ():
+        cond = cond & inputs_materialized(gate_keys)
     for w, keys in sorted(windows.items()):
         recent = AutomationCondition.any_deps_match(UpdatedWithin(w)).allow(AssetSelection.assets(*keys))
         cond = cond & ~recent.with_label(f"debounce_{w:g}s")
     return cond.with_label(f"lineage: trigger {trigger}")
-
-
-def _same_grain(upstream: PartitionsDefinition | None, downstream: PartitionsDefinition | None) -> bool:
-    """Whether a missing upstream blocks: unpartitioned inputs, and partitions of the same kind and grain."""
-    if upstream is None:
-        return True
-    if downstream is None:
-        return False  # an unpartitioned step reading a partitioned input: some partitions are always missing
-    if isinstance(upstream, TimeWindowPartitionsDefinition) and isinstance(downstream, TimeWindowPartitionsDefinition):
-        return upstream.cron_schedule == downstream.cron_schedule and upstream.timezone == downstream.timezone
-    return type(upstream) is type(downstream)
 
 
 def cascade_sensors(keys: Sequence[AssetKey], interval: int) -> list[AutomationConditionSensorDefinition]:

@@ -1,0 +1,110 @@
+"""`lineage-defs demo`: the instance set up once, refusals with their fix, the sender's payloads and signature.
+
+The whole demo running (UI, broker, receiver; send; stop) is the walkthrough's
+(`tests/test_demo_walkthrough.py`); these are the parts that need no server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lineage_defs.demo.instance import check_runs_db, prepare_instance
+from lineage_defs.demo.send import order_events, payment, signed_request
+from lineage_defs.demo.state import Credential, credentials, load_running
+from lineage_defs.errors import LineageDefsError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def fresh_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    return home
+
+
+def test_the_instance_is_set_up_by_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every SQLite storage of the shipped dagster.yaml exists, with one alembic version, before anything else starts."""
+    home = fresh_home(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the shipped event log's base_dir defaults to it
+    prepare_instance(home)
+    for db in ("history/runs.db", "storage/index.db", "schedules/schedules.db"):
+        assert (home / db).exists(), db
+    with sqlite3.connect(home / "history" / "runs.db") as conn:
+        assert len(conn.execute("SELECT version_num FROM alembic_version").fetchall()) == 1
+    prepare_instance(home)  # a second start finds it in place
+
+
+def test_a_run_storage_created_twice_at_once_is_refused_with_the_fix(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "history").mkdir(parents=True)
+    with sqlite3.connect(home / "history" / "runs.db") as conn:  # what the race leaves: two heads
+        conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+        conn.executemany("INSERT INTO alembic_version VALUES (?)", [("29b539ebc72a",), ("7e2f3204cf8e",)])
+    with pytest.raises(LineageDefsError, match="2 alembic versions") as e:
+        check_runs_db(home)
+    assert e.value.fix and "make clean" in e.value.fix
+
+
+def demo_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "DAGSTER_"))}
+    base.update(LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"), LINEAGE_STATE_DIR=str(tmp_path / "state"), **env)
+    return subprocess.run([str(Path(sys.executable).with_name("lineage-defs")), "demo", *args], cwd=REPO, env=base, capture_output=True, text=True, timeout=300)
+
+
+def test_demo_up_refuses_a_port_in_use_and_says_how_to_pick_another(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = demo_cli(tmp_path, "up", "--port", "0", "--kafka-port", str(port), "--webhook-port", "0", DAGSTER_HOME=str(fresh_home(tmp_path)))
+    assert out.returncode == 1, out.stderr
+    assert f"port {port} (Kafka) is in use on 127.0.0.1 — stop what uses it, or pick another: make demo KAFKA_PORT=<port>" in out.stderr
+    assert load_running(tmp_path / "state") is None  # nothing was started
+
+
+def test_demo_up_needs_dagster_home(tmp_path: Path) -> None:
+    out = demo_cli(tmp_path, "up")
+    assert out.returncode == 1 and "DAGSTER_HOME is not set" in out.stderr and "make demo sets it" in out.stderr
+
+
+def test_send_and_stop_without_a_running_demo(tmp_path: Path) -> None:
+    sent = demo_cli(tmp_path, "send", "webhook")
+    assert sent.returncode == 1 and "no demo is running" in sent.stderr and "make demo" in sent.stderr
+    stopped = demo_cli(tmp_path, "stop")
+    assert stopped.returncode == 0 and "no demo is running" in stopped.stderr
+
+
+def test_the_payloads_have_the_example_s_shape() -> None:
+    events = order_events("2025-01-02", 5)
+    assert [e["event_type"] for e in events] == ["placed", "paid", "shipped", "delivered", "placed"]
+    assert [e["order_id"] for e in events] == [202501020001] * 4 + [202501020002]  # the ids raw_orders.sh gives
+    p = payment("2025-01-03", 2)
+    assert p["order_id"] == 202501030002 and p["paid_at"] == "2025-01-03T10:15:00Z" and p["payment_id"].startswith("demo-")
+
+
+def test_a_signed_request_carries_the_token_and_the_body_s_hmac() -> None:
+    body = json.dumps(payment("2025-01-02", 1)).encode()
+    req = signed_request("http://127.0.0.1:1/hooks/payments", body, Credential("tok", "sec"), "key-1")
+    assert req.get_header("Authorization") == "Bearer tok" and req.get_header("Idempotency-key") == "key-1"
+    assert req.get_header("X-lineage-signature") == "sha256=" + hmac.new(b"sec", body, hashlib.sha256).hexdigest()
+
+
+def test_credentials_are_generated_once_and_kept_private(tmp_path: Path) -> None:
+    first = credentials(tmp_path, ["payments"], {})["payments"]
+    again = credentials(tmp_path, ["payments", "other"], {})
+    assert again["payments"] == first and again["other"] != first and len(first.token) >= 24
+    assert (tmp_path / "demo" / "credentials.json").stat().st_mode & 0o077 == 0
+    chosen = credentials(tmp_path, ["payments"], {"LINEAGE_WEBHOOK_TOKEN_PAYMENTS": "mine"})["payments"]
+    assert chosen.token == "mine" and chosen.secret == first.secret  # the environment's wins
