@@ -28,16 +28,25 @@ def webserver_url_from_env(env: Mapping[str, str] | None = None) -> str:
     return e.get("DAGSTER_WEBSERVER_URL", DEFAULT_WEBSERVER_URL)
 
 
-_defs: Any = None
+# Built once per process, when first asked for. Held in a dict, not in a module-level
+# variable: Dagster's autodiscovery takes every Definitions value among the module's
+# attributes, and two (the cache and ``defs``) are an error.
+_built: dict[str, Any] = {}
 
 
 def __getattr__(name: str) -> Any:
-    global _defs
     if name != "defs":
-        raise AttributeError(name)
-    if _defs is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if "defs" not in _built:
         from lineage_defs.assets.definitions import build_definitions
         from lineage_defs.settings import LineageSettings
 
-        _defs = build_definitions(settings=LineageSettings.from_env())
-    return _defs
+        _built["defs"] = build_definitions(settings=LineageSettings.from_env())
+    return _built["defs"]
+
+
+def __dir__() -> list[str]:
+    # Dagster finds a code location's Definitions by listing the module's attributes
+    # (``dagster dev -m lineage_defs.definitions`` without ``-a defs``, ``dg``): a
+    # lazy ``defs`` must be listed to be found. Listing it builds nothing.
+    return sorted([*globals(), "defs"])

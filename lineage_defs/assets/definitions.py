@@ -11,6 +11,7 @@ from typing import Any
 from dagster import AssetsDefinition, AssetSpec, Definitions
 
 from lineage_defs.assets.context import BuildContext
+from lineage_defs.assets.metadata import EXTERNAL
 from lineage_defs.assets.factory import external_specs, partition_defs, script_assets
 from lineage_defs.assets.resources import LineageResource
 from lineage_defs.assets.translator import CachedKeys, LineageTranslator
@@ -48,10 +49,16 @@ def build_definitions(
     *,
     settings: LineageSettings | None = None,
     translator: LineageTranslator | None = None,
+    defs: Definitions | Sequence[Definitions] | None = None,
 ) -> Definitions:
     """Every annotated script and dbt model under the pipelines folder as one Dagster asset graph.
 
-    ``pipelines_dir`` (if given) overrides ``settings.pipelines_dir``.
+    ``pipelines_dir`` (if given) overrides ``settings.pipelines_dir``. ``defs``:
+    your own Definitions, merged in (``merge_definitions``): a hand-written asset
+    keyed like a table the scripts read (``ducklake/main/orders_summary``) is that
+    node of the graph. The result carries the ``lineage`` resource, a
+    ``DuckDBResource`` on the same state (``lineage_duckdb``) and the I/O manager
+    every table asset loads through (``lineage_io_manager``).
 
     >>> defs = build_definitions("examples/pipelines", settings=LineageSettings(state_dir=".lineage"))  # doctest: +SKIP
     """
@@ -73,16 +80,65 @@ def build_definitions(
         ctx = BuildContext(project, settings, keys, pdefs, conditions)
         conditioned = [key_of[u] for s in project.steps if conditions[s.name] is not None for u in s.outputs]
         sensors, schedules = trigger_definitions(project, key_of, pdefs, conditioned, settings)
-        defs = Definitions(
+        ours = Definitions(
             assets=[a for build in BUILDERS for a in build(ctx)],
             sensors=sensors,
             schedules=schedules,
-            resources={"lineage": LineageResource.for_settings(settings)},
+            resources=resources(settings),
         )
+        theirs = [defs] if isinstance(defs, Definitions) else list(defs or ())
+        merged = merge_definitions(ours, *theirs) if theirs else ours
         # Dagster resolves the repository (asset graph, resource binding) on first use, which
         # every code server and run process makes at once: do it while the GC is paused too.
-        defs.get_repository_def()
-        return defs
+        merged.get_repository_def()
+        return merged
     finally:
         if paused:
             gc.enable()
+
+
+def resources(settings: LineageSettings) -> dict[str, Any]:
+    """The run settings (``lineage``), and dagster-duckdb's resource and I/O manager on the same state."""
+    from lineage_defs.duckdb_io import IO_MANAGER_KEY, RESOURCE_KEY
+    from lineage_defs.duckdb_io.io_manager import LineageDuckDBIOManager
+    from lineage_defs.duckdb_io.resource import LineageDuckDBResource
+
+    lineage = LineageResource.for_settings(settings)
+    warehouse = str(settings.database_file("warehouse"))
+    return {
+        "lineage": lineage,
+        RESOURCE_KEY: LineageDuckDBResource(database=warehouse, lineage=lineage),
+        IO_MANAGER_KEY: LineageDuckDBIOManager(database=warehouse, lineage=lineage),
+    }
+
+
+def merge_definitions(*defs: Definitions) -> Definitions:
+    """``Definitions.merge``, where a table the scripts read but none produces gives way to the asset that produces it.
+
+    ``build_definitions`` marks such a table's spec as external; a hand-written
+    asset with its key (from your own Definitions, or a ``dg`` defs folder) is
+    then the one node, and the scripts reading it depend on it::
+
+        @dg.definitions
+        def defs():
+            return merge_definitions(dg.load_from_defs_folder(path_within_project=Path(__file__).parent))
+    """
+    merged = Definitions.merge(*defs)
+    provided = set()
+    for a in merged.assets or ():
+        if isinstance(a, AssetsDefinition):
+            provided.update(a.keys)
+        elif not (isinstance(a, AssetSpec) and a.metadata.get(EXTERNAL)):
+            provided.add(a.key)
+    kept, seen = [], set()
+    for a in merged.assets or ():
+        if isinstance(a, AssetSpec) and a.metadata.get(EXTERNAL):
+            if a.key in provided or a.key in seen:  # produced elsewhere, or read by two components
+                continue
+            seen.add(a.key)
+        kept.append(a)
+    return Definitions(
+        assets=kept, schedules=merged.schedules, sensors=merged.sensors, jobs=merged.jobs, resources=merged.resources,
+        executor=merged.executor, loggers=merged.loggers, asset_checks=merged.asset_checks, metadata=merged.metadata,
+        component_tree=merged.component_tree,
+    )  # fmt: skip

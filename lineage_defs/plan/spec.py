@@ -145,11 +145,18 @@ class Step:
     column_edges: tuple[ColumnEdge, ...] = ()
     output_columns: tuple[str, ...] | None = None
     tags: tuple[str, ...] = ()
-    content_hash: str = ""  # of what decides the output (the script text; the dbt project)
+    # What decides the output — a script's text and its macro libraries; a dbt model's
+    # checksum, config, macros and vars — hashed: the asset's Dagster code version.
+    content_hash: str = ""
 
     @property
     def uri(self) -> str:
         return self.outputs[0]
+
+    @property
+    def code_version(self) -> str | None:
+        """The Dagster code version of the step's assets (changes exactly when ``content_hash`` does)."""
+        return self.content_hash[:16] or None
 
 
 @dataclass(frozen=True, kw_only=True)
