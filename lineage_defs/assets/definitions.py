@@ -17,6 +17,8 @@ from lineage_defs.assets.resources import LineageResource
 from lineage_defs.assets.translator import CachedKeys, LineageTranslator
 from lineage_defs.dbt.assets import dbt_assets
 from lineage_defs.errors import ProjectErrors
+from lineage_defs.openlineage.config import configured as openlineage_configured
+from lineage_defs.openlineage.emitter import prepare as prepare_openlineage
 from lineage_defs.plan.project import load_project, without_invalid
 from lineage_defs.plan.schemas import captured_schemas, column_warnings
 from lineage_defs.plan.spec import Project
@@ -66,6 +68,8 @@ def build_definitions(
     if pipelines_dir is not None:
         settings = settings.replace(pipelines_dir=str(pipelines_dir))
     settings = settings.absolute()
+    if openlineage_configured():
+        prepare_openlineage()  # the client's import, in the background: a step then finds it loaded
     # Loading creates tens of thousands of small objects and frees almost none:
     # the cyclic GC's passes over them are a fifth of load time, so pause it.
     paused = gc.isenabled()

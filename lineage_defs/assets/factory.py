@@ -102,8 +102,9 @@ def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
     ranged = pdef is not None and step.language.is_sql and step.partitioning is not None and step.partitioning.kind != PartitionKind.DYNAMIC
     def _compute(context: Any) -> Iterator[Any]:
         from lineage_defs.assets.execute import execute  # the run layer: imported when a step runs
+        from lineage_defs.openlineage.observe import JobType, observed
 
-        yield from execute(context, step, keys)
+        yield from observed(context, {specs[0].key: step}, execute(context, step, keys), JobType.SCRIPT)
 
     # Dagster inspects the compute function's signature ~16 times per asset;
     # a precomputed one makes that a lookup (load time is paid by every run).

@@ -94,8 +94,10 @@ def project_assets(project: DbtProject, steps: Sequence[DbtStep], ctx: BuildCont
 
         def _compute(context: Any, _group: Sequence[DbtStep] = group, _selection: list[str] = selection) -> Iterator[Any]:
             from lineage_defs.dbt.execute import DbtRun  # dagster-dbt and dbt: imported when a dbt asset runs
+            from lineage_defs.openlineage.observe import JobType, observed
 
-            yield from DbtRun(context, project, _group, ctx).execute(_selection)
+            run = DbtRun(context, project, _group, ctx).execute(_selection)
+            yield from observed(context, {ctx.keys.asset_key(s.uri): s for s in _group}, run, JobType.DBT_MODEL)
 
         _compute.__signature__ = _COMPUTE_SIGNATURE  # type: ignore[attr-defined]
         out.append(
