@@ -7,6 +7,8 @@ EXTRAS ?= postgres,s3,dbt,kafka,dev
 
 export LINEAGE_PIPELINES_DIR ?= $(CURDIR)/examples/pipelines
 export LINEAGE_STATE_DIR     ?= $(CURDIR)/.lineage
+# hand-written assets of the example, merged into the code location (examples/python_assets.py)
+export LINEAGE_DEFINITIONS   ?= $(CURDIR)/examples/python_assets.py
 export DAGSTER_HOME          ?= $(CURDIR)/dagster_home
 # Dagster stores a range run's per-partition events as one batch (see dagster_home/dagster.yaml)
 export DAGSTER_EVENT_BATCH_SIZE ?= 1000

@@ -77,6 +77,9 @@ class ColumnEdge:
     source: str  # "<uri>.<col>"
     target: str  # "<uri>.<col>", or "<uri>" for a scan edge
     kind: EdgeKind
+    # A scan's clauses where the analysis knows them (FILTER, JOIN, GROUP_BY, SORT: OpenLineage's
+    # INDIRECT subtypes). Detail of the edge, not its identity: edges compare without it.
+    subtypes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def source_uri(self) -> str:
@@ -99,6 +102,7 @@ class RawEdge(NamedTuple):
     source_column: str
     target_column: str | None  # None: a scan edge (the whole output)
     kind: EdgeKind
+    subtypes: tuple[str, ...] = ()  # a scan's clauses (ColumnEdge.subtypes)
 
 
 class Problem(NamedTuple):

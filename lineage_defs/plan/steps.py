@@ -91,7 +91,7 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
             continue
         src_uri = res(e.source_uri)
         target = outs[0] if e.target_column is None else f"{outs[0]}.{e.target_column}"
-        edges.append(ColumnEdge(f"{src_uri}.{e.source_column}", target, EdgeKind(e.kind)))
+        edges.append(ColumnEdge(f"{src_uri}.{e.source_column}", target, EdgeKind(e.kind), e.subtypes))
     for c in h.columns:
         kind = EdgeKind.COPY if len(c.sources) == 1 and c.sources[0].column == c.output else EdgeKind.MOD
         for src in c.sources:
