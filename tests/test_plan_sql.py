@@ -69,6 +69,8 @@ def test_fixture(name: str) -> None:
         assert text in problem.message, problem
     if "statements" in spec:
         assert [[s.line, s.kind] for s in got.statements] == spec["statements"]
+    if "scan_subtypes" in spec:  # the clause reading each scanned column (OpenLineage's INDIRECT subtypes)
+        assert {f"{e.source_uri}.{e.source_column}": list(e.subtypes) for e in got.edges if e.kind == "scan"} == spec["scan_subtypes"]
 
 
 def _relation(uri: str) -> tuple[str, str, str]:
