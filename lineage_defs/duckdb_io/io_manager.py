@@ -89,6 +89,7 @@ class LineageIOManager(IOManager):
         with Session(self.settings) as session:  # lake and warehouse under their usual names
             schema_sql, table_sql = relation(session, uri)
             target = f"{schema_sql}.{table_sql}"
+            shown = target.replace('"', "")
             conn = session.conn
             existing = _columns(conn, target)
             if existing is not None and keys:
@@ -96,7 +97,7 @@ class LineageIOManager(IOManager):
                 if sorted(names) != sorted(existing):
                     raise RunError(
                         f"{uri}: the output's columns {names} are not the table's {existing}",
-                        fix=f"return the table's columns, or drop {target} to re-create it on the next run (every partition must be written again)",
+                        fix=f"return the table's columns, or drop {shown} to re-create it on the next run (every partition must be written again)",
                     )
                 obj = h.reordered(obj, existing)  # the pandas handler inserts by position
             conn.execute("BEGIN")
@@ -125,7 +126,7 @@ class LineageIOManager(IOManager):
             snapshot = session.snapshot_id(alias, committed_here=True)
         record_schema(self.settings, uri, schema)
         meta: dict[str, Any] = {
-            "dagster/table_name": target.replace('"', ""),
+            "dagster/table_name": shown,
             "dagster/column_schema": TableSchema(columns=[TableColumn(name=n, type=t) for n, t in schema]),
             "lineage/uri": uri,
         }
@@ -169,11 +170,12 @@ class LineageIOManager(IOManager):
         with Session(self.settings) as session:  # lake and warehouse under their usual names
             schema_sql, table_sql = relation(session, uri)
             target = f"{schema_sql}.{table_sql}"
+            shown = target.replace('"', "")
             conn = session.conn
             existing = _columns(conn, target)
             if existing is None:
                 raise RunError(
-                    f"input not there yet: {uri} ({target.replace(chr(34), '')} does not exist)",
+                    f"input not there yet: {uri} ({shown} does not exist)",
                     fix=f"materialize {key.to_user_string()} first",
                 )
             table = h.Slice(schema_sql, table_sql, columns)
@@ -181,7 +183,7 @@ class LineageIOManager(IOManager):
                 column = str(getattr(meta.get("partition_expr"), "value", meta.get("partition_expr")) or PARTITION_COLUMN)
                 if column not in existing:
                     raise RunError(
-                        f"{uri} is partitioned but {target.replace(chr(34), '')} has no {column} column",
+                        f"{uri} is partitioned but {shown} has no {column} column",
                         fix=f"write it with the partition key in {PARTITION_COLUMN}, or name its partition column in the asset's partition_expr metadata",
                     )
                 # The slice is a view over the partitions' rows: the keys bound in a temp table, never spliced.
