@@ -65,7 +65,8 @@ class _Watch:
             self.steps = {k: s for k, s in steps.items() if k in selected} or dict(steps)
             self.by_output = {k.to_python_identifier(): k for k in self.steps}
             self.runs = {k: self._run(s) for k, s in self.steps.items()}
-            self.emitter = Emitter(settings.openlineage_namespace, settings.openlineage_timeout)
+            self.budget = settings.openlineage_timeout
+            self.emitter = Emitter(settings.openlineage_namespace, self.budget)
             for k, s in self.steps.items():
                 self.emitter.emit(Event("START", _now(), self.runs[k], _inputs(s), tuple(Dataset(u) for u in s.outputs)))
         except Exception as e:
@@ -132,7 +133,7 @@ class _Watch:
 
     def _report(self, outcome: Outcome) -> None:
         if outcome.failed or outcome.pending:
-            first = outcome.failed[0] if outcome.failed else f"the endpoint did not answer within {outcome.waited:.1f} s"
+            first = outcome.failed[0] if outcome.failed else f"the endpoint did not answer within {self.budget:g} s"
             self._warn(f"OpenLineage: {len(outcome.failed) + outcome.pending} of {outcome.sent + len(outcome.failed) + outcome.pending} events not sent ({first})")
         else:
             self.context.log.debug(f"OpenLineage: {outcome.sent} events sent (waited {outcome.waited:.3f} s at the end)")
