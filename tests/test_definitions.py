@@ -44,3 +44,38 @@ def test_importing_the_code_location_reads_nothing() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.stdout.strip() == "imported"  # the import itself did no work
     assert r.returncode != 0 and "pipelines folder '/nonexistent/pipelines' does not exist" in r.stderr
+
+
+def test_every_dagster_entry_form_loads_the_example(tmp_path: Path) -> None:
+    """`-m` with and without `-a defs` (autodiscovery lists the lazy `defs`), `workspace.yaml`, and a
+    real run through `-m`; the example's hand-written assets (LINEAGE_DEFINITIONS) come along."""
+    from lineage_defs import build_definitions
+
+    root = EXAMPLE.parents[1]
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {
+        **os.environ,
+        "LINEAGE_PIPELINES_DIR": str(EXAMPLE),
+        "LINEAGE_STATE_DIR": str(tmp_path / "state"),
+        "LINEAGE_DEFINITIONS": str(root / "examples" / "python_assets.py"),
+        "DAGSTER_HOME": str(home),
+    }
+    build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(tmp_path / "state")))  # parse caches warm: the forms load alike
+    dagster = str(Path(sys.executable).parent / "dagster")
+    forms = {
+        "-m": [dagster, "asset", "list", "-m", "lineage_defs.definitions"],
+        "-m -a defs": [dagster, "asset", "list", "-m", "lineage_defs.definitions", "-a", "defs"],
+        "workspace.yaml": [dagster, "definitions", "validate", "-w", str(root / "workspace.yaml")],
+        "materialize -m": [dagster, "asset", "materialize", "-m", "lineage_defs.definitions", "--select", 'key:"ducklake/main/products"'],
+    }
+    running = {name: subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name, cmd in forms.items()}
+    done = {name: (p.wait(timeout=600), *p.communicate()) for name, p in running.items()}
+    for name, (rc, out, err) in done.items():
+        assert rc == 0, f"{name}: {err[-2000:]}"
+    for name in ("-m", "-m -a defs"):
+        keys = set(done[name][1].split())
+        assert {"ducklake/main/orders", "dbt/warehouse/main/store_daily", "ducklake/main/order_sizes"} <= keys, name
+    assert "Validation successful" in done["workspace.yaml"][1] + done["workspace.yaml"][2]
+    assert "RUN_SUCCESS" in done["materialize -m"][2]
