@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetsDefinition, AssetSpec, Definitions
+from dagster import AssetKey, AssetsDefinition, AssetSpec, Definitions, SourceAsset
 
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.metadata import EXTERNAL
@@ -128,11 +128,11 @@ def merge_definitions(*defs: Definitions) -> Definitions:
             return merge_definitions(dg.load_from_defs_folder(path_within_project=Path(__file__).parent))
     """
     merged = Definitions.merge(*defs)
-    provided = set()
+    provided: set[AssetKey] = set()
     for a in merged.assets or ():
         if isinstance(a, AssetsDefinition):
             provided.update(a.keys)
-        elif not (isinstance(a, AssetSpec) and a.metadata.get(EXTERNAL)):
+        elif isinstance(a, (AssetSpec, SourceAsset)) and not (isinstance(a, AssetSpec) and a.metadata.get(EXTERNAL)):
             provided.add(a.key)
     kept, seen = [], set()
     for a in merged.assets or ():

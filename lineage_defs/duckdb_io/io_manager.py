@@ -55,7 +55,8 @@ class LineageDuckDBIOManager(DuckDBIOManager):
 
         return pd.DataFrame
 
-    def create_io_manager(self, context: Any) -> LineageIOManager:
+    # dagster-duckdb types its factory's result as its own DbIOManager; ours is an IOManager over the same handlers
+    def create_io_manager(self, context: Any) -> LineageIOManager:  # type: ignore[override]
         return LineageIOManager(self.lineage.settings(), self.type_handlers(), self.default_load_type())
 
 
