@@ -52,6 +52,7 @@ def test_component_resolves_relative_paths(tmp_path: Path, monkeypatch: pytest.M
             defs_path="lineage",
             defs_yaml_contents={"type": TYPE, "attributes": {"pipelines_dir": "pipelines", "state_dir": ".lineage"}},
         )
+        shutil.rmtree(path / "pipelines")  # the scaffolder's first step: replaced by the example
         shutil.copytree(EXAMPLE, path / "pipelines")  # relative to the defs folder
         with sandbox.build_all_defs() as defs:
             assert _keys(defs) == expected

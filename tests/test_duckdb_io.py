@@ -48,6 +48,9 @@ def test_example_handwritten_asset_reads_one_day_and_a_script_reads_its_table(tm
     # one node: the hand-written asset is the table the script reads (no external stand-in beside it)
     assert graph.get(sizes).is_materializable and graph.get(mix).parent_keys == {sizes}
     assert graph.get(sizes).parent_keys == {orders}
+    # the script cascades from it, day by day, as from a step
+    assert graph.get(mix).automation_condition is not None
+    assert isinstance(graph.get_partition_mapping(mix, sizes), dg.TimeWindowPartitionMapping)
 
     instance = dg.DagsterInstance.ephemeral()
     day = [RAW, _key("ducklake/main/customers"), orders]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetKey, AssetsDefinition, AssetSpec, Definitions, SourceAsset
+from dagster import AssetKey, AssetsDefinition, AssetSpec, Definitions, PartitionsDefinition, SourceAsset
 
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.metadata import EXTERNAL
@@ -79,6 +79,14 @@ def build_definitions(
         keys = CachedKeys(translator or LineageTranslator())
         pdefs = partition_defs(project)
         key_of = {u: keys.asset_key(u) for s in project.steps for u in s.outputs}
+        theirs = [defs] if isinstance(defs, Definitions) else list(defs or ())
+        # A table the scripts read that one of your assets produces: its partitions map to the
+        # readers' and it updates, so the readers cascade from it like from a step.
+        produced = _produced(theirs)
+        for uri in project.externals:
+            key = keys.asset_key(uri)
+            if key in produced:
+                key_of[uri], pdefs[uri] = key, produced[key]
         memo: dict[Any, Any] = {}
         conditions = {s.name: condition_for(s, pdefs, key_of, memo) for s in project.steps}
         ctx = BuildContext(project, settings, keys, pdefs, conditions)
@@ -90,7 +98,6 @@ def build_definitions(
             schedules=schedules,
             resources=resources(settings),
         )
-        theirs = [defs] if isinstance(defs, Definitions) else list(defs or ())
         merged = merge_definitions(ours, *theirs) if theirs else ours
         # Dagster resolves the repository (asset graph, resource binding) on first use, which
         # every code server and run process makes at once: do it while the GC is paused too.
@@ -99,6 +106,16 @@ def build_definitions(
     finally:
         if paused:
             gc.enable()
+
+
+def _produced(defs: Sequence[Definitions]) -> dict[AssetKey, PartitionsDefinition | None]:
+    """Each materializable asset of ``defs`` → its partitions."""
+    out: dict[AssetKey, PartitionsDefinition | None] = {}
+    for d in defs:
+        for a in d.assets or ():
+            if isinstance(a, AssetsDefinition) and a.is_materializable:
+                out.update(dict.fromkeys(a.keys, a.partitions_def))
+    return out
 
 
 def resources(settings: LineageSettings) -> dict[str, Any]:
