@@ -79,3 +79,25 @@ def test_every_dagster_entry_form_loads_the_example(tmp_path: Path) -> None:
         assert {"ducklake/main/orders", "dbt/warehouse/main/store_daily", "ducklake/main/order_sizes"} <= keys, name
     assert "Validation successful" in done["workspace.yaml"][1] + done["workspace.yaml"][2]
     assert "RUN_SUCCESS" in done["materialize -m"][2]
+
+
+def test_lineage_definitions_names_a_module_or_file_and_says_what_is_wrong(tmp_path: Path) -> None:
+    import pytest
+    from dagster import Definitions
+
+    from lineage_defs.definitions import user_definitions
+    from lineage_defs.errors import RunError
+
+    good = tmp_path / "mine.py"
+    good.write_text("import dagster as dg\n\nother = dg.Definitions()\n")
+    assert isinstance(user_definitions(f"{good}:other"), Definitions)
+    with pytest.raises(RunError) as e:
+        user_definitions(str(good))  # no `defs`
+    assert "has no Definitions named 'defs'" in str(e.value) and f"{good}:<name>" in str(e.value)
+    with pytest.raises(RunError) as e:
+        user_definitions("no_such_package.assets")
+    assert "cannot import no_such_package.assets" in str(e.value) and "PYTHONPATH" in str(e.value)
+    with pytest.raises(RunError) as e:
+        user_definitions(str(tmp_path / "missing.py"))
+    assert "no Python file" in str(e.value)
+    assert LineageSettings.from_env({"LINEAGE_DEFINITIONS": f"a.b, {good}:other"}).definitions == ("a.b", f"{good}:other")

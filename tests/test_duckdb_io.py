@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from lineage_defs import LineageSettings, build_definitions, merge_definitions
+from lineage_defs import LineageDuckDBResource, LineageSettings, build_definitions, merge_definitions
 from lineage_defs.definitions import user_definitions
 from lineage_defs.duckdb_io import IO_MANAGER_KEY, RESOURCE_KEY
 from lineage_defs.duckdb_io.relations import uri_of
@@ -189,6 +189,19 @@ def test_the_resource_is_a_session_and_lets_go_however_the_block_ends(tmp_path: 
     t.start()
     t.join(60)
     assert got == [((1,), (2,))]
+
+
+def test_an_output_yielded_inside_an_open_connection_is_an_error_not_a_hang(pipelines: Path, tmp_path: Path) -> None:
+    @dg.asset(key=["ducklake", "main", "inside"], io_manager_key=IO_MANAGER_KEY)
+    def inside(lineage_duckdb: LineageDuckDBResource):  # type: ignore[no-untyped-def]
+        with lineage_duckdb.get_connection() as conn:
+            yield dg.Output(conn.execute("SELECT 1 AS x").df())
+
+    defs = _defs(pipelines, tmp_path / "state", inside)
+    result = _run(defs, [_key("ducklake/main/inside")], dg.DagsterInstance.ephemeral())
+    assert not result.success
+    (error,) = [e.event_specific_data.error.to_string() for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "a lineage_duckdb connection of this process is still open" in error and "before returning or yielding" in error
 
 
 def _read(state: Path) -> tuple[Any, Any]:

@@ -60,6 +60,16 @@ class LineageDuckDBIOManager(DuckDBIOManager):
         return LineageIOManager(self.lineage.settings(), self.type_handlers(), self.default_load_type())
 
 
+def _not_locked_by_this_process(what: str) -> None:
+    from lineage_defs.duckdb_io.resource import open_connections
+
+    if open_connections():
+        raise RunError(
+            f"{what}: a lineage_duckdb connection of this process is still open, and it holds the state lock the I/O manager needs",
+            fix="leave the `with lineage_duckdb.get_connection()` block before returning or yielding the output",
+        )
+
+
 class LineageIOManager(IOManager):
     def __init__(self, settings: LineageSettings, handlers: Sequence[Any], default_load_type: type | None) -> None:
         self.settings = settings
@@ -83,6 +93,7 @@ class LineageIOManager(IOManager):
         from lineage_defs.run.substrates import Session
 
         key = context.asset_key
+        _not_locked_by_this_process(f"writing {key.to_user_string()}")
         uri = uri_of(key.path, context.definition_metadata or {})
         handler = self._handler(type(obj), f"asset {key.to_user_string()}")
         keys = sorted(context.asset_partition_keys) if context.has_asset_partitions else []
@@ -163,6 +174,7 @@ class LineageIOManager(IOManager):
 
         upstream = context.upstream_output
         key = context.asset_key
+        _not_locked_by_this_process(f"loading {key.to_user_string()}")
         meta = dict(upstream.definition_metadata or {}) if upstream is not None else {}
         uri = uri_of(key.path, meta)
         handler = self._handler(context.dagster_type.typing_type, f"input {context.name}")

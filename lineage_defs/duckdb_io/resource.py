@@ -11,7 +11,9 @@ extensions from the ``duckdb-ext-*`` wheels — for a hand-written asset::
 
 It holds the same state lock as the steps while the connection is open
 (the embedded files admit one writing process), and closes the connection
-however the block ends.
+however the block ends. The lineage I/O manager needs that lock too: an
+output yielded (or an input loaded) while such a connection is open is an
+error that says so, not a wait on itself.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ from dagster_duckdb import DuckDBResource
 from lineage_defs.assets.resources import LineageResource
 
 
+_open = [0]  # connections of this process now open (the state lock is held meanwhile)
+
+
+def open_connections() -> int:
+    return _open[0]
+
+
 class LineageDuckDBResource(DuckDBResource):
     """DuckDB on the pipelines' state: ``database`` names the warehouse file it opens."""
 
@@ -35,8 +44,10 @@ class LineageDuckDBResource(DuckDBResource):
         from lineage_defs.run.substrates import Session
 
         session = Session(self.lineage.settings())
+        _open[0] += 1
         try:
             session.use_warehouse()
             yield session.conn
         finally:
+            _open[0] -= 1
             session.close()
