@@ -20,7 +20,9 @@ same shape. What differs from the stock ``DbIOManager``:
 from __future__ import annotations
 
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from dagster import InputContext, IOManager, OutputContext, TableColumn, TableSchema
@@ -90,7 +92,6 @@ class LineageIOManager(IOManager):
         if obj is None:  # our steps write their tables themselves and report no value
             return
         from lineage_defs.plan.schemas import record_schema
-        from lineage_defs.run.substrates import Session
 
         key = context.asset_key
         _not_locked_by_this_process(f"writing {key.to_user_string()}")
@@ -98,12 +99,8 @@ class LineageIOManager(IOManager):
         handler = self._handler(type(obj), f"asset {key.to_user_string()}")
         keys = sorted(context.asset_partition_keys) if context.has_asset_partitions else []
         obj = self._partitioned(obj, keys, uri)
-        with Session(self.settings) as session:  # lake and warehouse under their usual names
-            schema_sql, table_sql = relation(session, uri)
-            target = f"{schema_sql}.{table_sql}"
-            shown = target.replace('"', "")
-            conn = session.conn
-            existing = _columns(conn, target)
+        with _opened(self.settings, uri) as t:
+            conn, schema_sql, table_sql, target, shown, existing = t.conn, t.schema_sql, t.table_sql, t.target, t.shown, t.existing
             if existing is not None and keys:
                 names = h.columns_of(obj)
                 if sorted(names) != sorted(existing):
@@ -135,7 +132,7 @@ class LineageIOManager(IOManager):
                 raise
             schema = [(str(r[0]), str(r[1])) for r in conn.execute(f"DESCRIBE {target}").fetchall()]
             alias = schema_sql.split(".")[0].strip('"')
-            snapshot = session.snapshot_id(alias, committed_here=True)
+            snapshot = t.session.snapshot_id(alias, committed_here=True)
         record_schema(self.settings, uri, schema)
         meta: dict[str, Any] = {
             "dagster/table_name": shown,
@@ -170,8 +167,6 @@ class LineageIOManager(IOManager):
 
     # -- reading -----------------------------------------------------------------------
     def load_input(self, context: InputContext) -> Any:
-        from lineage_defs.run.substrates import Session
-
         upstream = context.upstream_output
         key = context.asset_key
         _not_locked_by_this_process(f"loading {key.to_user_string()}")
@@ -180,18 +175,14 @@ class LineageIOManager(IOManager):
         handler = self._handler(context.dagster_type.typing_type, f"input {context.name}")
         columns = (context.definition_metadata or {}).get("columns")
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
-        with Session(self.settings) as session:  # lake and warehouse under their usual names
-            schema_sql, table_sql = relation(session, uri)
-            target = f"{schema_sql}.{table_sql}"
-            shown = target.replace('"', "")
-            conn = session.conn
-            existing = _columns(conn, target)
+        with _opened(self.settings, uri) as t:
+            conn, target, shown, existing = t.conn, t.target, t.shown, t.existing
             if existing is None:
                 raise RunError(
                     f"input not there yet: {uri} ({shown} does not exist)",
                     fix=f"materialize {key.to_user_string()} first",
                 )
-            table = h.Slice(schema_sql, table_sql, columns)
+            table = h.Slice(t.schema_sql, t.table_sql, columns)
             if keys is not None:
                 column = str(getattr(meta.get("partition_expr"), "value", meta.get("partition_expr")) or PARTITION_COLUMN)
                 if column not in existing:
@@ -207,6 +198,28 @@ class LineageIOManager(IOManager):
                 )
                 table = h.Slice('"temp"."main"', '"__lineage_slice"', columns)
             return handler.load_input(context, table, conn)
+
+
+@dataclass(frozen=True)
+class _Target:
+    session: Any
+    conn: Any
+    schema_sql: str  # '"lake"."main"'
+    table_sql: str  # '"orders"'
+    target: str  # the two joined
+    shown: str  # lake.main.orders, for messages
+    existing: list[str] | None  # its columns; None: no such table yet
+
+
+@contextmanager
+def _opened(settings: LineageSettings, uri: str) -> Iterator[_Target]:
+    """A session (lake and warehouse under their usual names, the state lock held) and the asset's table in it."""
+    from lineage_defs.run.substrates import Session
+
+    with Session(settings) as session:
+        schema_sql, table_sql = relation(session, uri)
+        target = f"{schema_sql}.{table_sql}"
+        yield _Target(session, session.conn, schema_sql, table_sql, target, target.replace('"', ""), _columns(session.conn, target))
 
 
 def _columns(conn: Any, target: str) -> list[str] | None:
