@@ -11,11 +11,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from lineage_defs.assets.component import LineageDefsComponent
-    from lineage_defs.assets.definitions import merge_definitions
-    from lineage_defs.duckdb_io import LineageDuckDBIOManager, LineageDuckDBResource
-    from lineage_defs.assets.definitions import build_definitions
+    from lineage_defs.assets.definitions import build_definitions, merge_definitions
     from lineage_defs.assets.resources import LineageResource
     from lineage_defs.assets.translator import LineageTranslator
+    from lineage_defs.duckdb_io import LineageDuckDBIOManager, LineageDuckDBResource
     from lineage_defs.plan.project import load_project
     from lineage_defs.settings import LineageSettings
 

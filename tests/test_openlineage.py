@@ -10,6 +10,7 @@ holds it up at most the budget.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,25 @@ def test_a_failing_step_emits_fail_with_the_error(failing: Path, tmp_path: Path,
     assert {e.job.namespace for e in events} == {"shop_ns"}
     (fail,) = [e for e in events if e.eventType.value == "FAIL"]
     assert "no such day" in fail.run.facets["errorMessage"].message and "Traceback" in fail.run.facets["errorMessage"].stackTrace
+
+
+def test_each_step_reads_the_configuration_afresh(failing: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client copies OPENLINEAGE_URL into OPENLINEAGE__TRANSPORT__… variables and then ignores it:
+    the emitter leaves the environment as the user set it, so a changed URL is the one used."""
+    monkeypatch.delenv("OPENLINEAGE__TRANSPORT__TRANSPORTS__DEFAULT_HTTP__URL", raising=False)
+    defs = build_definitions(failing, settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    key = _key("ducklake/main/ok")
+    job = defs.resolve_implicit_job_def_def_for_assets([key])
+    assert job is not None
+    with receiver() as first, receiver() as second:
+        for r in (first, second):
+            monkeypatch.setenv("OPENLINEAGE_URL", r.url)
+            assert job.execute_in_process(asset_selection=[key]).success
+            assert not [k for k in os.environ if k.startswith("OPENLINEAGE__")]
+        deadline = time.time() + 10
+        while (len(first.events) < 2 or len(second.events) < 2) and time.time() < deadline:
+            time.sleep(0.1)
+        assert (len(first.events), len(second.events)) == (2, 2)
 
 
 def _event(state: str) -> Event:

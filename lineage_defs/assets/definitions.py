@@ -11,8 +11,8 @@ from typing import Any
 from dagster import AssetKey, AssetsDefinition, AssetSpec, Definitions, PartitionsDefinition, SourceAsset
 
 from lineage_defs.assets.context import BuildContext
-from lineage_defs.assets.metadata import EXTERNAL
 from lineage_defs.assets.factory import external_specs, partition_defs, script_assets
+from lineage_defs.assets.metadata import EXTERNAL
 from lineage_defs.assets.resources import LineageResource
 from lineage_defs.assets.translator import CachedKeys, LineageTranslator
 from lineage_defs.dbt.assets import dbt_assets

@@ -12,6 +12,7 @@ second, so the code location starts that import in the background
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -33,6 +34,25 @@ def _import() -> None:
         import lineage_defs.openlineage.events  # noqa: F401  (the client's classes and transports)
     except Exception:  # not installed: the step says so when it emits
         pass
+
+
+def _client() -> Any:
+    """``OpenLineageClient()``, configured its standard way, leaving the environment as it was.
+
+    The client copies ``OPENLINEAGE_URL`` into ``OPENLINEAGE__TRANSPORT__…``
+    variables of the process and, once they are there, ignores
+    ``OPENLINEAGE_URL``: undone, so the next step's client reads the
+    configuration the user gave (and nothing else in the process sees ours).
+    """
+    from openlineage.client import OpenLineageClient
+
+    saved = {k: v for k, v in os.environ.items() if k.startswith("OPENLINEAGE__")}
+    try:
+        return OpenLineageClient()
+    finally:
+        for k in [k for k in os.environ if k.startswith("OPENLINEAGE__") and k not in saved]:
+            os.environ.pop(k, None)
+        os.environ.update(saved)
 
 
 @dataclass
@@ -73,13 +93,12 @@ class Emitter:
     def _work(self) -> None:
         client = None
         try:
-            from openlineage.client import OpenLineageClient
             from openlineage.client.facet_v2 import set_producer
 
             from lineage_defs.openlineage.events import run_event
 
             set_producer(PRODUCER)
-            client = OpenLineageClient()
+            client = _client()
         except Exception as e:  # not installed, or a configuration the client rejects
             reason = f"the OpenLineage client is unavailable: {type(e).__name__}: {e}"
             while (item := self.queue.get()) is not _STOP:

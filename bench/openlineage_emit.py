@@ -1,7 +1,7 @@
 """OpenLineage emission cost per run: a one-step run with the client unconfigured, sending to a live
 local receiver, to a dead port (connection refused) and to a silent endpoint (accepts, never answers).
 
-    .venv/bin/python bench/openlineage.py [--runs 10]
+    .venv/bin/python bench/openlineage_emit.py [--runs 10]
 
 Each run is a real Dagster run of one SQL step (``execute_in_process``), the
 modes interleaved run by run so machine load hits them alike; medians are
