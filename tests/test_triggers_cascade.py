@@ -97,11 +97,12 @@ def test_trigger_all_waits_for_every_input_of_the_partition(world: dict[str, Any
 
 def test_debounce_coalesces_a_burst_into_one_run(world: dict[str, Any]) -> None:
     daemon, instance = world["daemon"], world["instance"]
-    for _ in range(5):  # updates 2.5 s apart: every cascade tick in the burst sees a fresh one
+    # burst_sink reads a table the reported updates never write: materialize it once for real, first
+    # (a run process can take longer than the quiet window on a loaded machine: it must not split the burst)
+    materialize_by_hand(world, "duckdb/warehouse/burst_src")
+    for _ in range(5):  # then updates 2.5 s apart: every cascade tick in the burst sees a fresh one
         report(instance, "duckdb/warehouse/burst_src")
         time.sleep(2.5)
-    # burst_sink reads a table the reported updates never wrote: materialize it once for real
-    materialize_by_hand(world, "duckdb/warehouse/burst_src")
     last = instance.get_latest_materialization_event(AssetKey(["duckdb", "warehouse", "burst_src"])).timestamp  # the burst's end
     wait_for("the debounced run", lambda: [r for r in asset_runs(instance, "duckdb/warehouse/burst_sink") if r.is_finished], 150, daemon.log_tail)
     time.sleep(12)  # long enough for a second run to show up if the burst leaked one

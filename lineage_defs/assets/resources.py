@@ -9,6 +9,7 @@ environment.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from dagster import ConfigurableResource, EnvVar
@@ -45,8 +46,8 @@ class LineageResource(ConfigurableResource):
             value = getattr(settings, f)
             var = settings.secret_env.get(f)
             if var is None:
-                values[f] = dict(value) if isinstance(value, dict) or hasattr(value, "items") else value
-            elif hasattr(value, "items"):  # per-name secrets: one variable each (LINEAGE_PG_DSN_<NAME>)
+                values[f] = dict(value) if isinstance(value, Mapping) else value
+            elif isinstance(value, Mapping):  # per-name secrets: one variable each (LINEAGE_PG_DSN_<NAME>)
                 values[f] = {k: EnvVar(f"{var}{k.upper()}") for k in value}
             else:
                 values[f] = EnvVar(var)
