@@ -47,6 +47,7 @@ bench: install
 	$(PY) bench/backfill.py
 	$(PY) bench/events.py
 	$(PY) bench/dbt.py
+	$(PY) bench/openlineage_emit.py
 
 clean:
 	rm -rf .lineage dagster_home/storage dagster_home/history dagster_home/schedules dagster_home/logs

@@ -19,18 +19,32 @@ import logging
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import dagster as dg
 
-import dagster as dg  # noqa: E402
-from openlineage_support import Receiver  # noqa: E402
+from lineage_defs import LineageSettings, build_definitions
+from lineage_defs.openlineage import observe
 
-from lineage_defs import LineageSettings, build_definitions  # noqa: E402
-from lineage_defs.openlineage import observe  # noqa: E402
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+# The live endpoint is a process of its own, as a lineage server is: one line per event received.
+RECEIVER = f"""
+import sys, time
+sys.path.insert(0, {str(TESTS)!r})
+from openlineage_support import Receiver
+r = Receiver()
+print(r.url, flush=True)
+seen = 0
+while True:
+    while seen < len(r.events):
+        seen += 1
+        print("event", flush=True)
+    time.sleep(0.05)
+"""
 
 
 def main() -> None:
@@ -45,7 +59,9 @@ def main() -> None:
         "-- pipeline\n-- materialize ducklake://main/orders\n"
         "SELECT i AS order_id, i % 7 AS customer_id, i * 1.5 AS amount FROM range(1000) t(i) WHERE i % 3 <> 0\n"
     )
-    live = Receiver()
+    live = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
+    assert live.stdout is not None
+    live_url = live.stdout.readline().strip()
     dead_sock = socket.socket()
     dead_sock.bind(("127.0.0.1", 0))
     dead = f"http://127.0.0.1:{dead_sock.getsockname()[1]}"
@@ -53,8 +69,8 @@ def main() -> None:
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(512)
-    modes = {"off": None, "live": live.url, "dead": dead, "silent": f"http://127.0.0.1:{silent.getsockname()[1]}"}
-    os.environ["OPENLINEAGE_URL"] = live.url  # built configured: the client's import starts in the background, as in a code location
+    modes = {"off": None, "live": live_url, "dead": dead, "silent": f"http://127.0.0.1:{silent.getsockname()[1]}"}
+    os.environ["OPENLINEAGE_URL"] = live_url  # built configured: the client's import starts in the background, as in a code location
     defs = build_definitions(tmp / "pipelines", settings=LineageSettings(state_dir=str(tmp / "state")))
     key = dg.AssetKey(["ducklake", "main", "orders"])
     job = defs.resolve_implicit_job_def_def_for_assets([key])
@@ -87,8 +103,10 @@ def main() -> None:
         med = statistics.median(seconds[m])
         wait = f", waited at the end {statistics.median(waits[m]) * 1000:.0f} ms (max {max(waits[m]) * 1000:.0f})" if waits[m] else ""
         print(f"  {m:7s} {med:6.3f} s  ({(med - base) * 1000:+6.0f} ms vs unconfigured){wait}")
-    print(f"  events received by the live endpoint: {len(live.events)} (2 per run)")
-    live.close()
+    time.sleep(1)
+    live.terminate()
+    received = live.communicate()[0].count("event")
+    print(f"  events received by the live endpoint: {received} (2 per run)")
     silent.close()
 
 

@@ -140,6 +140,7 @@ def demo(demo_root: Path) -> Iterator[Any]:
         LINEAGE_STATE_DIR=str(demo_root / "state"),
         DAGSTER_HOME=str(home),
         DAGSTER_EVENT_BATCH_SIZE="1000",  # as the Makefile exports it
+        LINEAGE_DEFINITIONS=str(REPO / "examples" / "python_assets.py"),  # the example's hand-written assets, as the Makefile sets them
     )
     dagster = shutil.which("dagster", path=str(Path(sys.executable).parent))
     assert dagster, "the dagster CLI is not installed next to this Python"
