@@ -19,7 +19,7 @@ import pytest
 from lineage_defs import LineageDuckDBResource, LineageSettings, build_definitions, merge_definitions
 from lineage_defs.definitions import user_definitions
 from lineage_defs.duckdb_io import IO_MANAGER_KEY, RESOURCE_KEY
-from lineage_defs.duckdb_io.relations import uri_of
+from lineage_defs.duckdb_io.relations import table_uri_of, uri_of
 from lineage_defs.errors import RunError
 from lineage_defs.run.substrates import Session
 
@@ -219,6 +219,13 @@ def test_keys_and_metadata_name_relations() -> None:
     with pytest.raises(RunError) as e:
         uri_of(["x"], {"lineage/uri": "ducklake://main/a b"})
     assert "whitespace" in str(e.value)
+    # a dbt model on the embedded default is a warehouse table; objects and other profiles are not the I/O manager's
+    assert table_uri_of("dbt://warehouse/main/store_daily") == "duckdb://warehouse/store_daily"
+    assert table_uri_of("dbt://warehouse/staging/stg") == "duckdb://warehouse/staging.stg"
+    for uri, says in (("dbt://analytics/main/x", "dbt profile of its own"), ("s3:///raw/a.parquet", "an object, not a table")):
+        with pytest.raises(RunError) as e:
+            table_uri_of(uri)
+        assert says in str(e.value)
 
 
 def test_merge_drops_the_external_stand_in_for_a_real_asset(pipelines: Path, tmp_path: Path) -> None:
