@@ -1,4 +1,4 @@
-"""A `dg` project with LineageDefsComponent beside a hand-written Python asset: scaffold, check, list, launch.
+"""A `dg` project with LineageDefsComponent beside a hand-written Python asset: scaffold, check, list, dev, launch.
 
 The project is written into a temp dir the way `create-dagster project` lays
 it out (``[tool.dg]`` in pyproject, ``src/<root>/definitions.py``, a defs
@@ -16,6 +16,8 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+
+from webserver import DagsterDev, free_port, wait_for_location
 
 PYPROJECT = """\
 [project]
@@ -55,6 +57,7 @@ import pandas as pd
 def hello_counts(hello: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"rows": [len(hello)], "greeting": [hello["greeting"].iloc[0]]})
 """
+DEV_ASSETS = "{ assetNodes { assetKey { path } dependencyKeys { path } isMaterializable } }"
 
 
 class ProxyTrap:
@@ -118,6 +121,19 @@ def test_a_dg_project_scaffolds_checks_lists_and_runs_the_component(tmp_path: Pa
     assert assets["ducklake/main/hello_counts"]["dependency_keys"] == ["ducklake/main/hello"]
     assert assets["ducklake/main/hello"]["source"].endswith("defs/lineage/pipelines/example/hello.sql:1")  # its code reference
     assert {r["name"] for r in listed["resources"]} >= {"lineage", "lineage_duckdb", "lineage_io_manager"}
+
+    # `dg dev`: the webserver loads the project's one code location, the component's assets beside the hand-written one
+    port = free_port()
+    dev = DagsterDev([str(bin_dir / "dg"), "dev", "--host", "127.0.0.1", "--port", str(port)], project, env, port, tmp_path / "dg-dev.log")
+    dev.start()
+    try:
+        wait_for_location(dev, "shopproj", timeout=300)
+        nodes = {"/".join(n["assetKey"]["path"]): n for n in dev.graphql(DEV_ASSETS)["assetNodes"]}
+    finally:
+        dev.stop()
+    assert {"ducklake/main/hello", "ducklake/main/hello_counts"} <= set(nodes)
+    assert nodes["ducklake/main/hello_counts"]["dependencyKeys"] == [{"path": ["ducklake", "main", "hello"]}]
+    assert nodes["ducklake/main/hello"]["isMaterializable"] and nodes["ducklake/main/hello_counts"]["isMaterializable"]
 
     launched = dg("launch", "--assets", 'key:"ducklake/main/hello"+')
     assert "RUN_SUCCESS" in launched.stdout + launched.stderr

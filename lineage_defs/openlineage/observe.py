@@ -134,7 +134,8 @@ class _Watch:
     def _report(self, outcome: Outcome) -> None:
         if outcome.failed or outcome.pending:
             first = outcome.failed[0] if outcome.failed else f"the endpoint did not answer within {self.budget:g} s"
-            self._warn(f"OpenLineage: {len(outcome.failed) + outcome.pending} of {outcome.sent + len(outcome.failed) + outcome.pending} events not sent ({first})")
+            total = outcome.sent + len(outcome.failed) + outcome.pending
+            self._warn(f"OpenLineage: {len(outcome.failed) + outcome.pending} of {total} events not sent ({first}); the step waited {outcome.waited:.2f} s for them")
         else:
             self.context.log.debug(f"OpenLineage: {outcome.sent} events sent (waited {outcome.waited:.3f} s at the end)")
 
