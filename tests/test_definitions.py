@@ -67,6 +67,7 @@ def test_every_dagster_entry_form_loads_the_example(tmp_path: Path) -> None:
     forms = {
         "-m": [dagster, "asset", "list", "-m", "lineage_defs.definitions"],
         "-m -a defs": [dagster, "asset", "list", "-m", "lineage_defs.definitions", "-a", "defs"],
+        "validate -m": [dagster, "definitions", "validate", "-m", "lineage_defs.definitions"],  # the failing command
         "workspace.yaml": [dagster, "definitions", "validate", "-w", str(root / "workspace.yaml")],
         "materialize -m": [dagster, "asset", "materialize", "-m", "lineage_defs.definitions", "--select", 'key:"ducklake/main/products"'],
     }
@@ -77,7 +78,8 @@ def test_every_dagster_entry_form_loads_the_example(tmp_path: Path) -> None:
     for name in ("-m", "-m -a defs"):
         keys = set(done[name][1].split())
         assert {"ducklake/main/orders", "dbt/warehouse/main/store_daily", "ducklake/main/order_sizes"} <= keys, name
-    assert "Validation successful" in done["workspace.yaml"][1] + done["workspace.yaml"][2]
+    for name in ("validate -m", "workspace.yaml"):
+        assert "Validation successful" in done[name][1] + done[name][2], name
     assert "RUN_SUCCESS" in done["materialize -m"][2]
 
 
