@@ -7,6 +7,9 @@ connection, and how a user's Definitions merge with ours.
 """
 
 # No `from __future__ import annotations`: Dagster reads the assets' `context` annotations itself.
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -89,6 +92,36 @@ def test_example_handwritten_asset_reads_one_day_and_a_script_reads_its_table(tm
     assert _run(defs, [sizes], instance, "2025-01-03").success
     with Session(settings) as s:
         assert s.conn.execute("SELECT count(*) FROM lake.main.order_sizes").fetchone() == (len(got),)
+
+
+def test_the_example_under_dagster_asset_materialize(tmp_path: Path) -> None:
+    """The same both ways as a user runs it: `dagster asset materialize -m lineage_defs.definitions`, the
+    multiprocess executor (each step a process of its own), the hand-written asset merged by LINEAGE_DEFINITIONS."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    state = tmp_path / "state"
+    env = {**os.environ, "LINEAGE_PIPELINES_DIR": str(EXAMPLE), "LINEAGE_STATE_DIR": str(state),
+           "LINEAGE_DEFINITIONS": str(HANDWRITTEN), "DAGSTER_HOME": str(home)}  # fmt: skip
+    dagster = str(Path(sys.executable).parent / "dagster")
+
+    def materialize(selection: str, day: str) -> None:
+        cmd = [dagster, "asset", "materialize", "-m", "lineage_defs.definitions", "--select", selection, "--partition", day]
+        done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0 and "RUN_SUCCESS" in done.stderr, done.stderr[-4000:]
+
+    materialize('+key:"ducklake/main/orders"', "2025-01-02")
+    materialize('+key:"ducklake/main/order_size_mix"', "2025-01-03")  # orders of that day, then the pandas asset, then the script
+    with Session(LineageSettings(state_dir=str(state))) as s:
+        assert s.conn.execute("SELECT DISTINCT _partition FROM lake.main.orders ORDER BY 1").fetchall() == [("2025-01-02",), ("2025-01-03",)]
+        sizes = s.conn.execute("SELECT size_band, orders, _partition FROM lake.main.order_sizes ORDER BY 1").fetchall()
+        day_orders = s.conn.execute(
+            "SELECT count(*) FROM lake.main.orders WHERE status <> 'cancelled' AND _partition = '2025-01-03'"
+        ).fetchone()
+        mix = s.conn.execute("SELECT size_band, orders FROM lake.main.order_size_mix ORDER BY 1").fetchall()
+    assert sizes and {p for _, _, p in sizes} == {"2025-01-03"}
+    assert (sum(n for _, n, _ in sizes),) == day_orders  # that day's rows, not both days'
+    assert mix == [(b, n) for b, n, _ in sizes]  # the script read the hand-written asset's relation
 
 
 @pytest.fixture
