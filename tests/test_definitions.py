@@ -52,16 +52,19 @@ def test_every_dagster_entry_form_loads_the_example(tmp_path: Path) -> None:
     from lineage_defs import build_definitions
 
     root = EXAMPLE.parents[1]
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     env = {
         **os.environ,
         "LINEAGE_PIPELINES_DIR": str(EXAMPLE),
         "LINEAGE_STATE_DIR": str(tmp_path / "state"),
         "LINEAGE_DEFINITIONS": str(root / "examples" / "python_assets.py"),
-        "DAGSTER_HOME": str(home),
     }
+
+    def home(name: str) -> dict[str, str]:
+        """A Dagster instance per form: processes creating one instance's SQLite tables at once race."""
+        path = tmp_path / ("home_" + "".join(c if c.isalnum() else "_" for c in name))
+        path.mkdir()
+        (path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        return {**env, "DAGSTER_HOME": str(path)}
     build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(tmp_path / "state")))  # parse caches warm: the forms load alike
     dagster = str(Path(sys.executable).parent / "dagster")
     forms = {
@@ -71,8 +74,11 @@ def test_every_dagster_entry_form_loads_the_example(tmp_path: Path) -> None:
         "workspace.yaml": [dagster, "definitions", "validate", "-w", str(root / "workspace.yaml")],
         "materialize -m": [dagster, "asset", "materialize", "-m", "lineage_defs.definitions", "--select", 'key:"ducklake/main/products"'],
     }
-    running = {name: subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name, cmd in forms.items()}
-    done = {name: (p.wait(timeout=600), *p.communicate()) for name, p in running.items()}
+    running = {name: subprocess.Popen(cmd, cwd=tmp_path, env=home(name), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name, cmd in forms.items()}
+    done: dict[str, tuple[int, str, str]] = {}
+    for name, p in running.items():
+        out, err = p.communicate(timeout=600)  # reads as it waits: a full pipe never blocks a form
+        done[name] = (p.returncode, out, err)
     for name, (rc, out, err) in done.items():
         assert rc == 0, f"{name}: {err[-2000:]}"
     for name in ("-m", "-m -a defs"):
