@@ -9,6 +9,8 @@ EXTRAS ?= postgres,s3,dbt,kafka,demo,dev
 
 export LINEAGE_PIPELINES_DIR ?= $(CURDIR)/examples/pipelines
 export LINEAGE_STATE_DIR     ?= $(CURDIR)/.lineage
+# hand-written assets of the example, merged into the code location (examples/python_assets.py)
+export LINEAGE_DEFINITIONS   ?= $(CURDIR)/examples/python_assets.py
 export DAGSTER_HOME          ?= $(CURDIR)/dagster_home
 # Dagster stores a range run's per-partition events as one batch (see dagster_home/dagster.yaml)
 export DAGSTER_EVENT_BATCH_SIZE ?= 1000
@@ -53,6 +55,7 @@ bench: install
 	$(PY) bench/events.py
 	$(PY) bench/dbt.py
 	$(PY) bench/demo.py
+	$(PY) bench/openlineage_emit.py
 
 clean:
 	rm -rf .lineage dagster_home/storage dagster_home/history dagster_home/schedules dagster_home/logs dagster_home/.logs_queue dagster_home/.nux

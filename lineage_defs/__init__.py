@@ -4,17 +4,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["LineageResource", "LineageSettings", "LineageTranslator", "build_definitions", "load_project"]
+__all__ = [
+    "LineageDefsComponent", "LineageDuckDBIOManager", "LineageDuckDBResource", "LineageResource", "LineageSettings",
+    "LineageTranslator", "build_definitions", "load_project", "merge_definitions",
+]  # fmt: skip
 
 if TYPE_CHECKING:
-    from lineage_defs.assets.definitions import build_definitions
+    from lineage_defs.assets.component import LineageDefsComponent
+    from lineage_defs.assets.definitions import build_definitions, merge_definitions
     from lineage_defs.assets.resources import LineageResource
     from lineage_defs.assets.translator import LineageTranslator
+    from lineage_defs.duckdb_io import LineageDuckDBIOManager, LineageDuckDBResource
     from lineage_defs.plan.project import load_project
     from lineage_defs.settings import LineageSettings
 
 # Lazy: importing lineage_defs (e.g. lineage_defs.runtime in a step's subprocess) must not import Dagster.
 _WHERE = {
+    "LineageDefsComponent": "lineage_defs.assets.component",
+    "LineageDuckDBIOManager": "lineage_defs.duckdb_io",
+    "LineageDuckDBResource": "lineage_defs.duckdb_io",
+    "merge_definitions": "lineage_defs.assets.definitions",
     "build_definitions": "lineage_defs.assets.definitions",
     "LineageResource": "lineage_defs.assets.resources",
     "LineageTranslator": "lineage_defs.assets.translator",
@@ -30,3 +39,9 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    # `dg` finds component types by listing the registry module (this package, see
+    # pyproject's entry point): the lazy names must be listed to be found.
+    return sorted([*globals(), *_WHERE])

@@ -1,4 +1,4 @@
-"""``lineage-defs``: check, graph, new, backfill, webhooks serve, demo."""
+"""``lineage-defs``: check, graph, new, changed, backfill, webhooks serve, demo."""
 
 from __future__ import annotations
 
@@ -144,6 +144,34 @@ def cmd_new(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_changed(args: argparse.Namespace) -> int:
+    from lineage_defs import changed
+    from lineage_defs.errors import LineageDefsError
+
+    plus = "+" in args.args
+    folders = [a for a in args.args if a != "+"]
+    if len(folders) > 1:
+        print(f"lineage-defs changed: one folder at most, got {folders}", file=sys.stderr)
+        return 2
+    settings = _settings(folders[0] if folders else None)
+    project = _load(settings)
+    for e in project.errors:
+        print(e.render(), file=sys.stderr)
+    try:
+        before = changed.since_git(settings, args.since) if args.since else changed.since_instance(project)
+    except LineageDefsError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+    lines, selection = changed.report(project, before, plus)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if selection:
+        print(selection)
+    else:
+        print("no asset changed", file=sys.stderr)
+    return 1 if project.errors else 0
+
+
 def cmd_backfill(args: argparse.Namespace) -> int:
     from lineage_defs.backfill import launch_backfill
 
@@ -209,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--partitioned", choices=["daily", "hourly", "weekly", "monthly"])
     n.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
     n.set_defaults(fn=cmd_new)
+    ch = sub.add_parser("changed", help="assets whose code changed, as a Dagster selection (with +, and everything downstream)")
+    ch.add_argument("args", nargs="*", metavar="[folder] [+]", help="the pipelines folder; '+' adds everything downstream")
+    ch.add_argument("--since", metavar="GIT_REF", help="compare with the folder at this commit (default: each asset's latest materialization in $DAGSTER_HOME)")
+    ch.set_defaults(fn=cmd_changed)
     b = sub.add_parser("backfill", help="launch a partition backfill on a running instance")
     b.add_argument("asset", help="asset URI, e.g. ducklake://main/orders")
     b.add_argument("--from", dest="from_", required=True)

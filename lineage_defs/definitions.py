@@ -3,7 +3,9 @@
 The only module that reads the environment for the code location, and only
 when ``defs`` is first asked for — importing this module does no work. The
 variables are ``LineageSettings.from_env``'s (see the README's Configuration);
-the webhook receiver reads its credentials itself (``webhook_env``).
+the webhook receiver reads its credentials itself (``webhook_env``). Your own
+Definitions named by ``LINEAGE_DEFINITIONS`` are merged in (``build_definitions``'
+``defs``).
 """
 
 from __future__ import annotations
@@ -28,16 +30,63 @@ def webserver_url_from_env(env: Mapping[str, str] | None = None) -> str:
     return e.get("DAGSTER_WEBSERVER_URL", DEFAULT_WEBSERVER_URL)
 
 
-_defs: Any = None
+# Built once per process, when first asked for. Held in a dict, not in a module-level
+# variable: Dagster's autodiscovery takes every Definitions value among the module's
+# attributes, and two (the cache and ``defs``) are an error.
+_built: dict[str, Any] = {}
 
 
 def __getattr__(name: str) -> Any:
-    global _defs
     if name != "defs":
-        raise AttributeError(name)
-    if _defs is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if "defs" not in _built:
         from lineage_defs.assets.definitions import build_definitions
         from lineage_defs.settings import LineageSettings
 
-        _defs = build_definitions(settings=LineageSettings.from_env())
-    return _defs
+        settings = LineageSettings.from_env()
+        _built["defs"] = build_definitions(settings=settings, defs=[user_definitions(spec) for spec in settings.definitions])
+    return _built["defs"]
+
+
+def user_definitions(spec: str) -> Any:
+    """The Definitions ``LINEAGE_DEFINITIONS`` names: ``pkg.module[:attr]`` or ``path/to/file.py[:attr]`` (attr ``defs``)."""
+    import importlib
+    import importlib.util
+    import sys
+
+    from dagster import Definitions
+
+    from lineage_defs.errors import RunError
+
+    target, attr = spec, "defs"
+    head, sep, tail = spec.rpartition(":")
+    if sep and tail.isidentifier():
+        target, attr = head, tail
+    where = f"LINEAGE_DEFINITIONS={spec!r}"
+    try:
+        if target.endswith(".py"):
+            path = os.path.abspath(target)
+            name = "lineage_user_defs_" + "".join(c if c.isalnum() else "_" for c in path)
+            module = sys.modules.get(name)
+            if module is None:
+                found = importlib.util.spec_from_file_location(name, path)
+                if found is None or found.loader is None or not os.path.exists(path):
+                    raise RunError(f"{where}: no Python file {path}", fix="give the path of a .py file, or a module name")
+                module = importlib.util.module_from_spec(found)
+                sys.modules[name] = module
+                found.loader.exec_module(module)
+        else:
+            module = importlib.import_module(target)
+    except ImportError as e:
+        raise RunError(f"{where}: cannot import {target}: {e}", fix="give an importable module name (on PYTHONPATH) or the path of a .py file") from e
+    value = getattr(module, attr, None)
+    if not isinstance(value, Definitions):
+        raise RunError(f"{where}: {target} has no Definitions named {attr!r}", fix=f"define `{attr} = dagster.Definitions(...)` in it, or name the attribute: {target}:<name>")
+    return value
+
+
+def __dir__() -> list[str]:
+    # Dagster finds a code location's Definitions by listing the module's attributes
+    # (``dagster dev -m lineage_defs.definitions`` without ``-a defs``, ``dg``): a
+    # lazy ``defs`` must be listed to be found. Listing it builds nothing.
+    return sorted([*globals(), "defs"])

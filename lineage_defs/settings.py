@@ -53,6 +53,9 @@ ENV_VARS = {
     "s3_region": "LINEAGE_S3_REGION",
     "s3_access_key_id": "AWS_ACCESS_KEY_ID",
     "s3_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "definitions": "LINEAGE_DEFINITIONS",
+    "openlineage_namespace": "OPENLINEAGE_NAMESPACE",
+    "openlineage_timeout": "LINEAGE_OPENLINEAGE_TIMEOUT",
 }
 # Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
 ENV_PREFIXES = {
@@ -67,7 +70,8 @@ SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_
 RUN_FIELDS = (
     "pipelines_dir", "state_dir", "postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_data_path",
     "ducklake_catalogs", "ducklake_data_paths", "s3_endpoint_url", "s3_bucket", "s3_region", "s3_access_key_id",
-    "s3_secret_access_key", "dbt_executable", "dbt_analysis_executable", "dbt_run_timeout",
+    "s3_secret_access_key", "dbt_executable", "dbt_analysis_executable", "dbt_run_timeout", "openlineage_namespace",
+    "openlineage_timeout",
 )  # fmt: skip
 
 
@@ -108,6 +112,11 @@ class LineageSettings:
     dbt_executable: str | None = None  # builds (default: this interpreter's dbt-core)
     dbt_analysis_executable: str | None = None  # writes the lineage index (default: the same)
     dbt_run_timeout: float = 3600.0  # a dbt run's budget without a `dagster/max_runtime` tag
+    # -- your own Dagster definitions, merged into the code location (``lineage_defs.definitions``)
+    definitions: tuple[str, ...] = ()  # "pkg.module[:attr]" or "path/to/file.py[:attr]"; attr defaults to `defs`
+    # -- OpenLineage (the client itself is configured its own way: OPENLINEAGE_URL, openlineage.yml)
+    openlineage_namespace: str = "lineage_defs"  # the jobs' namespace
+    openlineage_timeout: float = 1.0  # seconds a run may wait at its end for events still being sent
     # Secret fields that came from the environment, by field → variable: the Dagster
     # resource passes them as EnvVars, so the UI shows the variable's name.
     secret_env: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -130,6 +139,10 @@ class LineageSettings:
             values["cascade_interval"] = values["event_interval"] = _positive_int(interval, "LINEAGE_SENSOR_INTERVAL")
         if "on_invalid" in values:
             values["on_invalid"] = _on_invalid(values["on_invalid"])
+        if "definitions" in values:
+            values["definitions"] = tuple(d.strip() for d in values["definitions"].split(",") if d.strip())
+        if "openlineage_timeout" in values:
+            values["openlineage_timeout"] = _seconds(values["openlineage_timeout"], "LINEAGE_OPENLINEAGE_TIMEOUT")
         values["state_dir"] = os.path.abspath(values.get("state_dir", DEFAULT_STATE_DIR))
         values["pipelines_dir"] = os.path.abspath(values.get("pipelines_dir", DEFAULT_PIPELINES_DIR))
         return cls(**values, secret_env=secret_env)
@@ -233,6 +246,16 @@ def _positive_int(text: str, name: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise RunError(f"{name}={text!r} is not a positive number of seconds", fix=f"set e.g. {name}=5")
     return int(text)
+
+
+def _seconds(text: str, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise RunError(f"{name}={text!r} is not a number of seconds", fix=f"set e.g. {name}=1.0")
+    return value
 
 
 def _on_invalid(text: str) -> OnInvalid:

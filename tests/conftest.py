@@ -137,6 +137,7 @@ def start_demo(root: Path, make: bool = False) -> Any:
         LINEAGE_STATE_DIR=str(root / "state"),
         DAGSTER_HOME=str(home),
         DAGSTER_EVENT_BATCH_SIZE="1000",  # as the Makefile exports it
+        LINEAGE_DEFINITIONS=str(REPO / "examples" / "python_assets.py"),  # the example's hand-written assets, as the Makefile sets them
     )
     cli = shutil.which("lineage-defs", path=str(Path(sys.executable).parent))
     assert cli, "the lineage-defs CLI is not installed next to this Python"

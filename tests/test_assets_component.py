@@ -39,7 +39,7 @@ def test_component_with_absolute_paths(tmp_path: Path, monkeypatch: pytest.Monke
         with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
             assert isinstance(component, LineageDefsComponent)
             assert _keys(defs) == expected
-            assert len(expected) == 16  # 14 scripts, 2 dbt models
+            assert len(expected) == 18  # 15 scripts, 2 dbt models, 1 external (the hand-written order_sizes)
     assert (state / "cache").is_dir()  # the component's state went where it was told
 
 
@@ -52,6 +52,7 @@ def test_component_resolves_relative_paths(tmp_path: Path, monkeypatch: pytest.M
             defs_path="lineage",
             defs_yaml_contents={"type": TYPE, "attributes": {"pipelines_dir": "pipelines", "state_dir": ".lineage"}},
         )
+        shutil.rmtree(path / "pipelines")  # the scaffolder's first step: replaced by the example
         shutil.copytree(EXAMPLE, path / "pipelines")  # relative to the defs folder
         with sandbox.build_all_defs() as defs:
             assert _keys(defs) == expected

@@ -44,3 +44,68 @@ def test_importing_the_code_location_reads_nothing() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.stdout.strip() == "imported"  # the import itself did no work
     assert r.returncode != 0 and "pipelines folder '/nonexistent/pipelines' does not exist" in r.stderr
+
+
+def test_every_dagster_entry_form_loads_the_example(tmp_path: Path) -> None:
+    """`-m` with and without `-a defs` (autodiscovery lists the lazy `defs`), `workspace.yaml`, and a
+    real run through `-m`; the example's hand-written assets (LINEAGE_DEFINITIONS) come along."""
+    from lineage_defs import build_definitions
+
+    root = EXAMPLE.parents[1]
+    env = {
+        **os.environ,
+        "LINEAGE_PIPELINES_DIR": str(EXAMPLE),
+        "LINEAGE_STATE_DIR": str(tmp_path / "state"),
+        "LINEAGE_DEFINITIONS": str(root / "examples" / "python_assets.py"),
+    }
+
+    def home(name: str) -> dict[str, str]:
+        """A Dagster instance per form: processes creating one instance's SQLite tables at once race."""
+        path = tmp_path / ("home_" + "".join(c if c.isalnum() else "_" for c in name))
+        path.mkdir()
+        (path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        return {**env, "DAGSTER_HOME": str(path)}
+    build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(tmp_path / "state")))  # parse caches warm: the forms load alike
+    dagster = str(Path(sys.executable).parent / "dagster")
+    forms = {
+        "-m": [dagster, "asset", "list", "-m", "lineage_defs.definitions"],
+        "-m -a defs": [dagster, "asset", "list", "-m", "lineage_defs.definitions", "-a", "defs"],
+        "validate -m": [dagster, "definitions", "validate", "-m", "lineage_defs.definitions"],  # the issue's failing command
+        "workspace.yaml": [dagster, "definitions", "validate", "-w", str(root / "workspace.yaml")],
+        "materialize -m": [dagster, "asset", "materialize", "-m", "lineage_defs.definitions", "--select", 'key:"ducklake/main/products"'],
+    }
+    running = {name: subprocess.Popen(cmd, cwd=tmp_path, env=home(name), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name, cmd in forms.items()}
+    done: dict[str, tuple[int, str, str]] = {}
+    for name, p in running.items():
+        out, err = p.communicate(timeout=600)  # reads as it waits: a full pipe never blocks a form
+        done[name] = (p.returncode, out, err)
+    for name, (rc, out, err) in done.items():
+        assert rc == 0, f"{name}: {err[-2000:]}"
+    for name in ("-m", "-m -a defs"):
+        keys = set(done[name][1].split())
+        assert {"ducklake/main/orders", "dbt/warehouse/main/store_daily", "ducklake/main/order_sizes"} <= keys, name
+    for name in ("validate -m", "workspace.yaml"):
+        assert "Validation successful" in done[name][1] + done[name][2], name
+    assert "RUN_SUCCESS" in done["materialize -m"][2]
+
+
+def test_lineage_definitions_names_a_module_or_file_and_says_what_is_wrong(tmp_path: Path) -> None:
+    import pytest
+    from dagster import Definitions
+
+    from lineage_defs.definitions import user_definitions
+    from lineage_defs.errors import RunError
+
+    good = tmp_path / "mine.py"
+    good.write_text("import dagster as dg\n\nother = dg.Definitions()\n")
+    assert isinstance(user_definitions(f"{good}:other"), Definitions)
+    with pytest.raises(RunError) as e:
+        user_definitions(str(good))  # no `defs`
+    assert "has no Definitions named 'defs'" in str(e.value) and f"{good}:<name>" in str(e.value)
+    with pytest.raises(RunError) as e:
+        user_definitions("no_such_package.assets")
+    assert "cannot import no_such_package.assets" in str(e.value) and "PYTHONPATH" in str(e.value)
+    with pytest.raises(RunError) as e:
+        user_definitions(str(tmp_path / "missing.py"))
+    assert "no Python file" in str(e.value)
+    assert LineageSettings.from_env({"LINEAGE_DEFINITIONS": f"a.b, {good}:other"}).definitions == ("a.b", f"{good}:other")

@@ -58,10 +58,10 @@ def assert_same(a: Project, b: Project) -> None:
 def test_warm_load_equals_cold_load(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]]) -> None:
     cache = tmp_path / "cache"
     cold = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
-    assert len(cold.steps) == 14 and not cold.errors
+    assert len(cold.steps) == 15 and not cold.errors
     assert (cache / f"{CACHE_VERSION}.json").is_file()
     n_parsed = sum(calls["parse"].values())
-    assert n_parsed == 16  # every script, the macro library and the custom test included
+    assert n_parsed == 17  # every script, the macro library and the custom test included
 
     warm = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert sum(calls["parse"].values()) == n_parsed, "a warm load parsed again"
@@ -106,7 +106,7 @@ def test_corrupt_cache_is_treated_as_empty(pipelines: Path, tmp_path: Path, call
     (cache / f"{CACHE_VERSION}.json").write_bytes(content)
     project = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert_same(project, load_project(pipelines))
-    assert sum(calls["parse"].values()) == 2 * 16  # everything parsed, twice: the corrupt cache held nothing
+    assert sum(calls["parse"].values()) == 2 * 17  # everything parsed, twice: the corrupt cache held nothing
 
     # and it was replaced by a good one
     for c in calls.values():
@@ -138,8 +138,8 @@ def test_warm_load_does_not_import_sqlglot(pipelines: Path, tmp_path: Path) -> N
         return json.loads(r.stdout)
 
     cold, warm = load(), load()
-    assert cold == {"steps": 14, "sqlglot": True, "dagster": False}
-    assert warm == {"steps": 14, "sqlglot": False, "dagster": False}
+    assert cold == {"steps": 15, "sqlglot": True, "dagster": False}
+    assert warm == {"steps": 15, "sqlglot": False, "dagster": False}
 
 
 class _Payload:
@@ -168,7 +168,7 @@ def test_nothing_in_the_state_dir_is_unpickled(pipelines: Path, tmp_path: Path) 
 
     project = load_project(pipelines, settings)
     assert captured_schemas(settings) == {"ducklake://main/orders": ["order_id"]}
-    assert len(project.steps) == 14
+    assert len(project.steps) == 15
     assert not marker.exists()
     data = json.loads((cache / f"{CACHE_VERSION}.json").read_text())
     assert data["version"] == CACHE_VERSION and data["entries"]

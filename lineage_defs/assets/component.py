@@ -1,8 +1,10 @@
 """The same pipelines folder as a Dagster Component, for projects built with ``dg``.
 
-``defs/shop/defs.yaml``::
+``dg scaffold defs lineage_defs.LineageDefsComponent shop`` writes
+``defs/shop/defs.yaml`` (and, without ``--pipelines-dir``, a ``pipelines/``
+folder beside it with a first step)::
 
-    type: lineage_defs.assets.component.LineageDefsComponent
+    type: lineage_defs.LineageDefsComponent
     attributes:
       pipelines_dir: pipelines      # relative to this defs folder
       on_invalid: raise
@@ -18,6 +20,39 @@ from lineage_defs.assets.definitions import build_definitions
 from lineage_defs.settings import DEFAULT_STATE_DIR, LineageSettings, OnInvalid
 
 
+STARTER = """-- A first step: edit it, or add scripts beside it (`lineage-defs new <pipeline>/<name> ...`).
+-- pipeline
+-- materialize ducklake://main/hello
+SELECT 1 AS id, 'hello' AS greeting
+"""
+
+
+class ScaffoldParams(dg.Model):
+    pipelines_dir: str | None = None  # an existing pipelines folder (absolute, or relative to the defs folder)
+    state_dir: str | None = None  # default: .lineage in the project root
+
+
+class LineageDefsScaffolder(dg.Scaffolder[ScaffoldParams]):
+    """``dg scaffold defs``: a defs.yaml that loads as it is — given a folder, or a new one with a first step."""
+
+    @classmethod
+    def get_scaffold_params(cls) -> type[ScaffoldParams]:
+        return ScaffoldParams
+
+    def scaffold(self, request: dg.ScaffoldRequest[ScaffoldParams]) -> None:
+        params = request.params
+        attributes: dict[str, str] = {"pipelines_dir": params.pipelines_dir or "pipelines"}
+        if params.state_dir:
+            attributes["state_dir"] = params.state_dir
+        dg.scaffold_component(request, attributes)
+        if not params.pipelines_dir:
+            starter = Path(request.target_path) / "pipelines" / "example" / "hello.sql"
+            if not starter.exists():
+                starter.parent.mkdir(parents=True, exist_ok=True)
+                starter.write_text(STARTER)
+
+
+@dg.scaffold_with(LineageDefsScaffolder)
 class LineageDefsComponent(dg.Component, dg.Model, dg.Resolvable):
     """Every annotated script (and dbt project) in a folder as assets of this component."""
 

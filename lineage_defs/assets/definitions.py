@@ -8,14 +8,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetsDefinition, AssetSpec, Definitions
+from dagster import AssetKey, AssetsDefinition, AssetSpec, Definitions, PartitionsDefinition, SourceAsset
 
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.factory import external_specs, partition_defs, script_assets
+from lineage_defs.assets.metadata import EXTERNAL
 from lineage_defs.assets.resources import LineageResource
 from lineage_defs.assets.translator import CachedKeys, LineageTranslator
 from lineage_defs.dbt.assets import dbt_assets
 from lineage_defs.errors import ProjectErrors
+from lineage_defs.openlineage.config import configured as openlineage_configured
+from lineage_defs.openlineage.emitter import prepare as prepare_openlineage
 from lineage_defs.plan.project import load_project, without_invalid
 from lineage_defs.plan.schemas import captured_schemas, column_warnings
 from lineage_defs.plan.spec import Project
@@ -48,10 +51,16 @@ def build_definitions(
     *,
     settings: LineageSettings | None = None,
     translator: LineageTranslator | None = None,
+    defs: Definitions | Sequence[Definitions] | None = None,
 ) -> Definitions:
     """Every annotated script and dbt model under the pipelines folder as one Dagster asset graph.
 
-    ``pipelines_dir`` (if given) overrides ``settings.pipelines_dir``.
+    ``pipelines_dir`` (if given) overrides ``settings.pipelines_dir``. ``defs``:
+    your own Definitions, merged in (``merge_definitions``): a hand-written asset
+    keyed like a table the scripts read (``ducklake/main/orders_summary``) is that
+    node of the graph. The result carries the ``lineage`` resource, a
+    ``DuckDBResource`` on the same state (``lineage_duckdb``) and the I/O manager
+    every table asset loads through (``lineage_io_manager``).
 
     >>> defs = build_definitions("examples/pipelines", settings=LineageSettings(state_dir=".lineage"))  # doctest: +SKIP
     """
@@ -59,6 +68,8 @@ def build_definitions(
     if pipelines_dir is not None:
         settings = settings.replace(pipelines_dir=str(pipelines_dir))
     settings = settings.absolute()
+    if openlineage_configured():
+        prepare_openlineage()  # the client's import, in the background: a step then finds it loaded
     # Loading creates tens of thousands of small objects and frees almost none:
     # the cyclic GC's passes over them are a fifth of load time, so pause it.
     paused = gc.isenabled()
@@ -68,21 +79,87 @@ def build_definitions(
         keys = CachedKeys(translator or LineageTranslator())
         pdefs = partition_defs(project)
         key_of = {u: keys.asset_key(u) for s in project.steps for u in s.outputs}
+        theirs = [defs] if isinstance(defs, Definitions) else list(defs or ())
+        # A table the scripts read that one of your assets produces: its partitions map to the
+        # readers' and it updates, so the readers cascade from it like from a step.
+        produced = _produced(theirs)
+        for uri in project.externals:
+            key = keys.asset_key(uri)
+            if key in produced:
+                key_of[uri], pdefs[uri] = key, produced[key]
         memo: dict[Any, Any] = {}
         conditions = {s.name: condition_for(s, pdefs, key_of, memo) for s in project.steps}
         ctx = BuildContext(project, settings, keys, pdefs, conditions)
         conditioned = [key_of[u] for s in project.steps if conditions[s.name] is not None for u in s.outputs]
         sensors, schedules = trigger_definitions(project, key_of, pdefs, conditioned, settings)
-        defs = Definitions(
+        ours = Definitions(
             assets=[a for build in BUILDERS for a in build(ctx)],
             sensors=sensors,
             schedules=schedules,
-            resources={"lineage": LineageResource.for_settings(settings)},
+            resources=resources(settings),
         )
+        merged = merge_definitions(ours, *theirs) if theirs else ours
         # Dagster resolves the repository (asset graph, resource binding) on first use, which
         # every code server and run process makes at once: do it while the GC is paused too.
-        defs.get_repository_def()
-        return defs
+        merged.get_repository_def()
+        return merged
     finally:
         if paused:
             gc.enable()
+
+
+def _produced(defs: Sequence[Definitions]) -> dict[AssetKey, PartitionsDefinition | None]:
+    """Each materializable asset of ``defs`` → its partitions."""
+    out: dict[AssetKey, PartitionsDefinition | None] = {}
+    for d in defs:
+        for a in d.assets or ():
+            if isinstance(a, AssetsDefinition) and a.is_materializable:
+                out.update(dict.fromkeys(a.keys, a.partitions_def))
+    return out
+
+
+def resources(settings: LineageSettings) -> dict[str, Any]:
+    """The run settings (``lineage``), and dagster-duckdb's resource and I/O manager on the same state."""
+    from lineage_defs.duckdb_io import IO_MANAGER_KEY, RESOURCE_KEY
+    from lineage_defs.duckdb_io.io_manager import LineageDuckDBIOManager
+    from lineage_defs.duckdb_io.resource import LineageDuckDBResource
+
+    lineage = LineageResource.for_settings(settings)
+    warehouse = str(settings.database_file("warehouse"))
+    return {
+        "lineage": lineage,
+        RESOURCE_KEY: LineageDuckDBResource(database=warehouse, lineage=lineage),
+        IO_MANAGER_KEY: LineageDuckDBIOManager(database=warehouse, lineage=lineage),
+    }
+
+
+def merge_definitions(*defs: Definitions) -> Definitions:
+    """``Definitions.merge``, where a table the scripts read but none produces gives way to the asset that produces it.
+
+    ``build_definitions`` marks such a table's spec as external; a hand-written
+    asset with its key (from your own Definitions, or a ``dg`` defs folder) is
+    then the one node, and the scripts reading it depend on it::
+
+        @dg.definitions
+        def defs():
+            return merge_definitions(dg.load_from_defs_folder(path_within_project=Path(__file__).parent))
+    """
+    merged = Definitions.merge(*defs)
+    provided: set[AssetKey] = set()
+    for a in merged.assets or ():
+        if isinstance(a, AssetsDefinition):
+            provided.update(a.keys)
+        elif isinstance(a, (AssetSpec, SourceAsset)) and not (isinstance(a, AssetSpec) and a.metadata.get(EXTERNAL)):
+            provided.add(a.key)
+    kept, seen = [], set()
+    for a in merged.assets or ():
+        if isinstance(a, AssetSpec) and a.metadata.get(EXTERNAL):
+            if a.key in provided or a.key in seen:  # produced elsewhere, or read by two components
+                continue
+            seen.add(a.key)
+        kept.append(a)
+    return Definitions(
+        assets=kept, schedules=merged.schedules, sensors=merged.sensors, jobs=merged.jobs, resources=merged.resources,
+        executor=merged.executor, loggers=merged.loggers, asset_checks=merged.asset_checks, metadata=merged.metadata,
+        component_tree=merged.component_tree,
+    )  # fmt: skip

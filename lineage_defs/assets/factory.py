@@ -25,6 +25,7 @@ from lineage_defs.assets import metadata as md
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.partitions import partition_mapping, partitions_def
 from lineage_defs.assets.translator import LineageTranslator
+from lineage_defs.duckdb_io import IO_MANAGER_KEY
 from lineage_defs.parse.model import DataTest, PartitionKind, Severity, TestKind
 from lineage_defs.plan.spec import Project, ScriptStep
 
@@ -74,7 +75,7 @@ def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
     kinds = md.kinds(step)
     tags = {t: "" for t in step.tags}
     specs = [
-        AssetSpec(
+        loaded_by_io_manager(AssetSpec(
             key=keys.asset_key(uri),
             deps=deps,
             description=keys.description(step),
@@ -89,7 +90,8 @@ def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
             # outputs are reported per partition (a failed partition in a range
             # run must not be recorded as materialized), so none is required
             skippable=True,
-        )
+            code_version=step.code_version,
+        ), uri)
         for uri in step.outputs
     ]
     retry = None
@@ -100,8 +102,9 @@ def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
     ranged = pdef is not None and step.language.is_sql and step.partitioning is not None and step.partitioning.kind != PartitionKind.DYNAMIC
     def _compute(context: Any) -> Iterator[Any]:
         from lineage_defs.assets.execute import execute  # the run layer: imported when a step runs
+        from lineage_defs.openlineage.observe import JobType, observed
 
-        yield from execute(context, step, keys)
+        yield from observed(context, {specs[0].key: step}, execute(context, step, keys), JobType.SCRIPT)
 
     # Dagster inspects the compute function's signature ~16 times per asset;
     # a precomputed one makes that a lookup (load time is paid by every run).
@@ -126,15 +129,21 @@ def external_specs(ctx: BuildContext) -> list[AssetSpec]:
     for uri in ctx.project.externals:
         kind = uri.split("://", 1)[0]
         out.append(
-            AssetSpec(
+            loaded_by_io_manager(AssetSpec(
                 key=ctx.keys.asset_key(uri),
                 group_name=ctx.keys.external_group_name(uri),
                 description=f"External: read by the pipelines but produced by none of them ({uri}).",
                 kinds={md.URI_KINDS[kind]},
-                metadata={"lineage/uri": uri},
-            )
+                # an asset of the user's own Definitions with this key takes its place (merge_definitions)
+                metadata={"lineage/uri": uri, md.EXTERNAL: True},
+            ), uri)
         )
     return out
+
+
+def loaded_by_io_manager(spec: AssetSpec, uri: str) -> AssetSpec:
+    """A table's spec loads through the lineage I/O manager: a hand-written asset's input gets the table as a DataFrame."""
+    return spec.with_io_manager_key(IO_MANAGER_KEY) if md.is_table(uri) else spec
 
 
 def partition_defs(project: Project) -> dict[str, PartitionsDefinition | None]:

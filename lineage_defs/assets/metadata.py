@@ -28,6 +28,13 @@ from lineage_defs.plan.spec import MANAGED_DESCRIPTIONS, AnyStep, ColumnEdge, Ed
 KEY_FN = Callable[[str], AssetKey]
 # Dagster kinds: the substrate an output URI names (datatable:// is PostgreSQL)
 URI_KINDS = {"ducklake": "ducklake", "duckdb": "duckdb", "datatable": "postgres", "s3": "s3", "dbt": "dbt"}
+# Marks the spec of an asset the steps read but none produces (``merge_definitions`` drops it for a real one).
+EXTERNAL = "lineage/external"
+
+
+def is_table(uri: str) -> bool:
+    """A table a script writes or reads, which the lineage I/O manager can load (not an object; dbt decides for its models)."""
+    return uri.partition("://")[0] in ("ducklake", "duckdb", "datatable")
 
 
 def kinds(step: AnyStep) -> set[str]:

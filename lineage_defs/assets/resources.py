@@ -36,6 +36,8 @@ class LineageResource(ConfigurableResource):
     dbt_executable: str | None = None
     dbt_analysis_executable: str | None = None
     dbt_run_timeout: float = 3600.0
+    openlineage_namespace: str = "lineage_defs"
+    openlineage_timeout: float = 1.0
 
     @classmethod
     def for_settings(cls, settings: LineageSettings) -> LineageResource:

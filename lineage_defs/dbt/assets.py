@@ -27,6 +27,7 @@ from lineage_defs.assets.metadata import asset_metadata
 from lineage_defs.assets.partitions import partition_mapping
 from lineage_defs.dbt.project import DbtProject
 from lineage_defs.dbt.selection import groups, selection_args
+from lineage_defs.duckdb_io import IO_MANAGER_KEY
 from lineage_defs.parse.model import Severity
 from lineage_defs.plan.spec import DbtStep
 
@@ -49,7 +50,7 @@ def _spec(s: DbtStep, ctx: BuildContext, kinds: set[str], pdef: Any) -> AssetSpe
     meta = asset_metadata(s, s.uri, ctx.root, keys)
     meta["dagster/table_name"] = s.relation
     meta[UNIQUE_ID_KEY] = s.unique_id
-    return AssetSpec(
+    spec = AssetSpec(
         key=keys.asset_key(s.uri),
         deps=[AssetDep(keys.asset_key(d.uri), partition_mapping=partition_mapping(ctx.pdefs.get(d.uri), pdef)) for d in s.deps],
         description=keys.description(s),
@@ -59,7 +60,10 @@ def _spec(s: DbtStep, ctx: BuildContext, kinds: set[str], pdef: Any) -> AssetSpe
         tags={t: "" for t in s.tags},
         skippable=True,
         automation_condition=ctx.conditions.get(s.name),
+        code_version=s.code_version,  # the model's checksum, config, macros and the project's vars
     )
+    # on the embedded default a model's relation is a warehouse table the lineage I/O manager loads
+    return spec.with_io_manager_key(IO_MANAGER_KEY) if s.default_profile else spec
 
 
 def _checks(s: DbtStep, ctx: BuildContext) -> list[AssetCheckSpec]:
@@ -90,8 +94,10 @@ def project_assets(project: DbtProject, steps: Sequence[DbtStep], ctx: BuildCont
 
         def _compute(context: Any, _group: Sequence[DbtStep] = group, _selection: list[str] = selection) -> Iterator[Any]:
             from lineage_defs.dbt.execute import DbtRun  # dagster-dbt and dbt: imported when a dbt asset runs
+            from lineage_defs.openlineage.observe import JobType, observed
 
-            yield from DbtRun(context, project, _group, ctx).execute(_selection)
+            run = DbtRun(context, project, _group, ctx).execute(_selection)
+            yield from observed(context, {ctx.keys.asset_key(s.uri): s for s in _group}, run, JobType.DBT_MODEL)
 
         _compute.__signature__ = _COMPUTE_SIGNATURE  # type: ignore[attr-defined]
         out.append(

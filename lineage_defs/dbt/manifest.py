@@ -217,8 +217,34 @@ def slim_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def code_versions(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Model/seed/snapshot → a hash of what decides its output: dbt's checksum of its file, its
+    config, and the SQL of every macro it calls (through the macros they call) — dbt's
+    ``state:modified`` body, configs and macros."""
+    macros: Mapping[str, Any] = manifest.get("macros") or {}
+    memo: dict[str, str] = {}
+
+    def digest(uid: str, seen: frozenset[str]) -> str:
+        if uid not in memo:
+            m = macros.get(uid) or {}
+            h = hashlib.sha256(str(m.get("macro_sql") or "").encode())
+            for dep in sorted((m.get("depends_on") or {}).get("macros") or ()):
+                h.update(digest(dep, seen | {uid}).encode() if dep not in seen else dep.encode())
+            memo[uid] = h.hexdigest()[:16]
+        return memo[uid]
+
+    out = {}
+    for u, n in manifest["nodes"].items():
+        if n.get("resource_type") in ("model", "seed", "snapshot"):
+            used = sorted((n.get("depends_on") or {}).get("macros") or ())
+            body = {"checksum": n.get("checksum"), "config": n.get("config"), "macros": [digest(m, frozenset()) for m in used]}
+            out[u] = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return out
+
+
 def plan_nodes(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The plan's view: models/seeds/snapshots/tests/sources with raw SQL, in a small JSON."""
+    """The plan's view: models/seeds/snapshots/tests/sources with raw SQL and code versions, in a small JSON."""
+    versions = code_versions(manifest)
     nodes = {}
     for u, n in manifest["nodes"].items():
         if n.get("resource_type") not in _NODE_TYPES:
@@ -228,6 +254,8 @@ def plan_nodes(manifest: Mapping[str, Any]) -> dict[str, Any]:
         if n.get("resource_type") == "model":
             slim["raw_code"] = n.get("raw_code", "")
             slim["language"] = n.get("language", "sql")
+        if u in versions:
+            slim["code_version"] = versions[u]
         nodes[u] = slim
     sources = {u: {**_slim_node(s, _SOURCE_FIELDS), "columns": list(s.get("columns") or {})} for u, s in manifest.get("sources", {}).items()}
     return {"project_name": manifest["metadata"].get("project_name"), "nodes": nodes, "sources": sources}

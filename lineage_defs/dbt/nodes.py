@@ -115,7 +115,8 @@ def dbt_steps(projects: Sequence[tuple[DbtProject, Mapping[str, Any]]], names: s
                     partitioning=_partitioning(mb, Location(rel, 1), errors) if mb else None,
                     tags=tuple(str(t) for t in node.get("tags") or ()),
                     output_columns=tuple(node["columns"]) if node.get("columns") else None,
-                    content_hash=hashlib.sha256(f"{project.key}\0{u}".encode()).hexdigest()[:32],
+                    # the model's own code (manifest.code_versions) and the project's vars
+                    content_hash=hashlib.sha256(f"{node.get('code_version') or project.key + u}\0{project.config.vars_json}".encode()).hexdigest()[:32],
                     unique_id=u,
                     project=project.path,
                     relation=relation_of(node),

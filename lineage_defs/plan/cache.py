@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from lineage_defs.plan.codec import CodecError, decode, encode
 
 # Bump when the parser or the analysis changes what it produces.
-CACHE_VERSION = "plan-v4"
+CACHE_VERSION = "plan-v5"
 T = TypeVar("T")
 
 

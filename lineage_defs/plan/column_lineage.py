@@ -5,7 +5,8 @@ reads, a virtual key (a relation an earlier statement of the script created,
 see ``Catalog``) or None (not an asset: a local file, ``range(10)``…). Sources
 come out as ``(key, column, kind)``, kind ``copy`` (the value passes through
 unchanged) or ``mod``; scans (columns that decide which rows exist) as
-``(key, column)``.
+``(key, column, clause)``, the clause one of ``CLAUSES``' values (OpenLineage's
+INDIRECT subtypes) or "" where no clause names it (an UNNEST).
 
 Why not ``qualify`` + ``lineage()``: ``qualify`` raises on a DuckDB alias
 reference (``SELECT a AS b … WHERE b > 0``) when an upstream schema is
@@ -29,7 +30,10 @@ from lineage_defs.plan.spec import EdgeKind
 COPY, MOD, SCAN = EdgeKind.COPY, EdgeKind.MOD, EdgeKind.SCAN
 VIRTUAL = "\x00"  # prefix of virtual keys: never a URI
 Src = tuple[str, str, str]  # (key, column, copy|mod)
-Scan = tuple[str, str]
+Scan = tuple[str, str, str]  # (key, column, clause)
+# The clause a scanned column is read in → its name in OpenLineage's INDIRECT subtypes
+# (DISTINCT ON keys and an ORDER BY under a LIMIT both decide by sorting).
+CLAUSES = {"where": "FILTER", "having": "FILTER", "qualify": "FILTER", "join": "JOIN", "group": "GROUP_BY", "order": "SORT"}
 Problem = tuple[str, int, int, "str | None"]  # message, line, col (in the parsed text; 0 = unknown), fix
 Cols = tuple[list[str], bool, frozenset[str]]  # names, complete?, URIs whose schemas would complete them
 ColumnsOf = Callable[[str], Cols]
@@ -291,7 +295,7 @@ class QueryLineage(_Memo):
 
     def _everything(self, scope: Scope) -> set[Src]:
         """All a nested query reads: it decides the value of the expression holding it."""
-        out = {(k, c, MOD) for k, c in self._scans(scope)}
+        out = {(k, c, MOD) for k, c, _ in self._scans(scope)}
         if isinstance(scope.expression, exp.SetOperation):
             return out.union(*(self._everything(b) for b in scope.set_operation_scopes))
         return out.union(*(_mod(self._item_sources(scope, i)) for i in range(len(self._items(scope)))))
@@ -394,14 +398,14 @@ class QueryLineage(_Memo):
             if isinstance(node, exp.SetOperation):
                 return set().union(*(self._scans(b) for b in scope.set_operation_scopes))
             if isinstance(node, exp.Unnest):  # unnesting decides how many rows there are
-                return {(k, c) for k, c, _ in self._udtf_sources(scope)}
+                return {(k, c, "") for k, c, _ in self._udtf_sources(scope)}
             return self._select_scans(scope, node) if isinstance(node, exp.Select) else set()
 
         return self._cached(("scans", id(scope)), compute, set())  # type: ignore[return-value]
 
     def _select_scans(self, scope: Scope, node: exp.Select) -> set[Scan]:
         """WHERE, JOIN ON/USING, GROUP BY, HAVING, QUALIFY, DISTINCT ON, ORDER BY under a LIMIT; and row sources' own."""
-        items, positions = self._items(scope), set()
+        items, positions = self._items(scope), {}
         parts = [(node.args[a].this, a) for a in ("where", "having", "qualify") if node.args.get(a) is not None]
         parts += [(j.args["on"], "join") for j in node.args.get("joins") or [] if j.args.get("on") is not None]
         distinct = node.args.get("distinct")
@@ -409,23 +413,23 @@ class QueryLineage(_Memo):
         group, order = node.args.get("group"), node.args.get("order")
         keys = [(g, "group") for g in group.expressions] if group is not None else []
         if group is not None and group.args.get("all"):
-            positions |= {i for i, it in enumerate(items) if not (it.expr and it.expr.find(exp.AggFunc))}
+            positions.update({i: "group" for i, it in enumerate(items) if not (it.expr and it.expr.find(exp.AggFunc))})
         if order is not None and node.args.get("limit") is not None:
             for o in order.expressions:
                 if isinstance(o.this, exp.Var) and o.this.name.upper() == "ALL":
-                    positions |= set(range(len(items)))
+                    positions.update(dict.fromkeys(range(len(items)), "order"))
                 else:
                     keys.append((o.this, "order"))
         for expr, ctx in keys:
             if isinstance(expr, exp.Literal) and expr.is_int and 1 <= int(expr.name) <= len(items):
-                positions.add(int(expr.name) - 1)  # GROUP BY 1
+                positions[int(expr.name) - 1] = ctx  # GROUP BY 1
             else:
                 parts.append((expr, ctx))
         out: set[Scan] = set()
         for expr, ctx in parts:
-            out |= {(k, c) for k, c, _ in self._expr_sources(scope, expr, ctx)}
-        for i in positions:
-            out |= {(k, c) for k, c, _ in self._item_sources(scope, i)}
+            out |= {(k, c, CLAUSES[ctx]) for k, c, _ in self._expr_sources(scope, expr, ctx)}
+        for i, ctx in positions.items():
+            out |= {(k, c, CLAUSES[ctx]) for k, c, _ in self._item_sources(scope, i)}
         for join in node.args.get("joins") or []:
             right = join.this.alias_or_name
             for u in join.args.get("using") or []:
@@ -436,7 +440,7 @@ class QueryLineage(_Memo):
                 sides = [right, *(known or unknown)[:1]] if known or len(unknown) <= 1 else [right]
                 if not known and len(unknown) > 1:
                     self._pick(scope, name, unknown, u)
-                out |= {(k, c) for a in sides for k, c, _ in self._source_lookup(scope, a, name)}
+                out |= {(k, c, CLAUSES["join"]) for a in sides for k, c, _ in self._source_lookup(scope, a, name)}
         for alias in scope.selected_sources:
             source = self._source(scope, alias)
             out |= self._scans(source) if isinstance(source, Scope) else set()
@@ -515,7 +519,7 @@ class Catalog(_Memo):
 
     def query_scans(self, ql: QueryLineage) -> set[Scan]:
         """A query's scans, through virtual relations, plus the scans inside every virtual it reads."""
-        out = {(k, c) for k, c, _ in self.expand((k, c, SCAN) for k, c in ql.scans())}
+        out = {(k, c, clause) for k0, c0, clause in ql.scans() for k, c, _ in self.expand([(k0, c0, SCAN)])}
         for table in ql.query.find_all(exp.Table):
             key = table.meta.get("lin_key")
             if key is not None and key.startswith(VIRTUAL):

@@ -77,6 +77,9 @@ class ColumnEdge:
     source: str  # "<uri>.<col>"
     target: str  # "<uri>.<col>", or "<uri>" for a scan edge
     kind: EdgeKind
+    # A scan's clauses where the analysis knows them (FILTER, JOIN, GROUP_BY, SORT: OpenLineage's
+    # INDIRECT subtypes). Detail of the edge, not its identity: edges compare without it.
+    subtypes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def source_uri(self) -> str:
@@ -99,6 +102,7 @@ class RawEdge(NamedTuple):
     source_column: str
     target_column: str | None  # None: a scan edge (the whole output)
     kind: EdgeKind
+    subtypes: tuple[str, ...] = ()  # a scan's clauses (ColumnEdge.subtypes)
 
 
 class Problem(NamedTuple):
@@ -145,11 +149,18 @@ class Step:
     column_edges: tuple[ColumnEdge, ...] = ()
     output_columns: tuple[str, ...] | None = None
     tags: tuple[str, ...] = ()
-    content_hash: str = ""  # of what decides the output (the script text; the dbt project)
+    # What decides the output — a script's text and its macro libraries; a dbt model's
+    # checksum, config, macros and vars — hashed: the asset's Dagster code version.
+    content_hash: str = ""
 
     @property
     def uri(self) -> str:
         return self.outputs[0]
+
+    @property
+    def code_version(self) -> str | None:
+        """The Dagster code version of the step's assets (changes exactly when ``content_hash`` does)."""
+        return self.content_hash[:16] or None
 
 
 @dataclass(frozen=True, kw_only=True)

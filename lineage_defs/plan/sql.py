@@ -79,7 +79,7 @@ def analyze_sql(
         writes=tuple(sorted(body.writes)),
         trailing_select=trailing,
         output_columns=columns,
-        edges=_edges(edges),
+        edges=_edges(edges, body.clauses),
         needs_schemas=tuple(sorted(needs)),
         problems=tuple(problems),
     )
@@ -101,11 +101,14 @@ def split_statements(text: str, dialect: str, body_line: int = 1) -> tuple[State
     return tuple(statements)
 
 
-def _edges(raw: set[tuple[str, str, str | None, str]]) -> tuple[RawEdge, ...]:
+def _edges(raw: set[tuple[str, str, str | None, str]], clauses: Mapping[tuple[str, str], set[str]]) -> tuple[RawEdge, ...]:
     # A column copied in one UNION branch and modified in another is modified.
     mods = {e[:3] for e in raw if e[3] == MOD}
     kept = [e for e in raw if not (e[3] == COPY and e[:3] in mods) and not e[0].startswith(VIRTUAL)]
-    return tuple(RawEdge(e[0], e[1], e[2], EdgeKind(e[3])) for e in sorted(kept, key=lambda e: (e[0], e[1], e[2] is None, e[2] or "", e[3])))
+    return tuple(
+        RawEdge(e[0], e[1], e[2], EdgeKind(e[3]), tuple(sorted(clauses.get((e[0], e[1]), ()))) if e[2] is None else ())
+        for e in sorted(kept, key=lambda e: (e[0], e[1], e[2] is None, e[2] or "", e[3]))
+    )
 
 
 # -- 1. statements -----------------------------------------------------------------------
@@ -267,6 +270,7 @@ class _Body:
         self.created: dict[str, str] = {}  # URI or "temp:<name>" -> virtual key
         self.catalog = Catalog(dialect, schemas)
         self.traced: list[QueryLineage] = []
+        self.clauses: dict[tuple[str, str], set[str]] = {}  # a scanned (URI, column) → the clauses reading it
 
     def fold(self, ident: exp.Expr | None) -> str | None:
         if ident is None or not ident.name:
@@ -413,7 +417,11 @@ class _Body:
         names, complete, missing = ql.columns()
         for name, srcs in ql.named_sources():
             edges.update((k, c, name, kind) for k, c, kind in self.catalog.expand(srcs))
-        edges.update((k, c, None, SCAN) for k, c in self.catalog.query_scans(ql))
+        scans = self.catalog.query_scans(ql)
+        edges.update((k, c, None, SCAN) for k, c, _ in scans)
+        for k, c, clause in scans:
+            if clause:
+                self.clauses.setdefault((k, c), set()).add(clause)
         self.traced = [ql, *self.catalog.feeds()]
         needs.update(missing if not complete else ())
         needs.update(k for q in self.traced for k in q.needs)

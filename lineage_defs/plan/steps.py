@@ -91,7 +91,7 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
             continue
         src_uri = res(e.source_uri)
         target = outs[0] if e.target_column is None else f"{outs[0]}.{e.target_column}"
-        edges.append(ColumnEdge(f"{src_uri}.{e.source_column}", target, EdgeKind(e.kind)))
+        edges.append(ColumnEdge(f"{src_uri}.{e.source_column}", target, EdgeKind(e.kind), e.subtypes))
     for c in h.columns:
         kind = EdgeKind.COPY if len(c.sources) == 1 and c.sources[0].column == c.output else EdgeKind.MOD
         for src in c.sources:
@@ -144,8 +144,13 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
         owners=h.owners,
         pool=h.pool,
         body_line=h.body_line,
-        content_hash=content_hash(rel, "\n".join(fr.text_lines)),
+        content_hash=code_hash(rel, fr, uses, files),
     )
+
+
+def code_hash(rel: str, fr: FileResult, uses: Sequence[str], files: Mapping[str, FileResult]) -> str:
+    """What decides a script's output: its text (annotations included) and the macro libraries it uses — its asset's code version."""
+    return content_hash(fr.key or rel, *(files[u].key for u in uses if u in files))  # each key hashes a file's path and text
 
 
 def find(rel: str, target: str, files: Mapping[str, FileResult], any_file: bool = False) -> str | None:
