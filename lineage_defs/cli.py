@@ -1,4 +1,4 @@
-"""``lineage-defs``: check, graph, new, backfill, webhooks serve."""
+"""``lineage-defs``: check, graph, new, backfill, webhooks serve, events."""
 
 from __future__ import annotations
 
@@ -161,6 +161,37 @@ def cmd_webhooks_serve(args: argparse.Namespace) -> int:
         return 1
 
 
+def _instance() -> Any:
+    """The Dagster instance of ``DAGSTER_HOME`` (None when it is not set: the listing then shows no run states)."""
+    import os
+
+    if not os.environ.get("DAGSTER_HOME"):
+        return None
+    from dagster import DagsterInstance
+
+    return DagsterInstance.get()
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    from lineage_defs.triggers.report import listing, replay
+
+    settings = _settings(None)
+    if args.events_command == "replay":
+        code, message = replay(settings, args.batch)
+        print(message, file=sys.stderr if code else sys.stdout)
+        return code
+    instance = _instance()
+    try:
+        for line in listing(settings, instance, args.stream, args.limit):
+            print(line)
+    finally:
+        if instance is not None:
+            instance.dispose()
+    if instance is None:
+        print("(set DAGSTER_HOME to see what the runs of open batches are doing)", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="lineage-defs", description="Annotated scripts as one Dagster asset graph.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -195,6 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     ws.add_argument("--port", type=int, default=8787)
     ws.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
     ws.set_defaults(fn=cmd_webhooks_serve)
+    e = sub.add_parser("events", help="the event store: per stream what was stored, rejected and batched, and each batch's state")
+    e.add_argument("--stream", help="one stream (e.g. webhook:payments, kafka:<step>:<topic>)")
+    e.add_argument("--limit", type=int, default=10, help="batches and rejected events shown per stream (default %(default)s)")
+    e.set_defaults(fn=cmd_events, events_command="list")
+    esub = e.add_subparsers(dest="events_command")
+    er = esub.add_parser("replay", help="run a failed batch again (a fresh series of attempts)")
+    er.add_argument("batch", help="the batch id, as `lineage-defs events` lists it")
+    er.set_defaults(fn=cmd_events)
     args = p.parse_args(argv)
     return int(args.fn(args))
 

@@ -104,6 +104,11 @@ class LineageSettings:
     max_runs_per_tick: int = 25
     kafka_poll_seconds: float = 10.0  # how long one Kafka tick may read
     batch_retention_days: float = 7.0  # a batch whose run succeeded is deleted from the store after this
+    # a batch runs until a run of it succeeds (triggers.outcome): Dagster retries each requested
+    # run batch_retries times at once, the sensor requests up to batch_attempts runs with backoff
+    batch_attempts: int = 3
+    batch_retries: int = 2
+    batch_backoff: float = 30.0  # seconds before the second request; doubled for each after it
     # -- dbt (SPEC section 8)
     dbt_executable: str | None = None  # builds (default: this interpreter's dbt-core)
     dbt_analysis_executable: str | None = None  # writes the lineage index (default: the same)
@@ -128,6 +133,11 @@ class LineageSettings:
         interval = e.get("LINEAGE_SENSOR_INTERVAL")
         if interval:
             values["cascade_interval"] = values["event_interval"] = _positive_int(interval, "LINEAGE_SENSOR_INTERVAL")
+        for f, var in (("batch_attempts", "LINEAGE_BATCH_ATTEMPTS"), ("batch_backoff", "LINEAGE_BATCH_BACKOFF")):
+            if e.get(var):
+                values[f] = _positive_int(e[var], var)
+        if e.get("LINEAGE_BATCH_RETRIES"):
+            values["batch_retries"] = _count(e["LINEAGE_BATCH_RETRIES"], "LINEAGE_BATCH_RETRIES")
         if "on_invalid" in values:
             values["on_invalid"] = _on_invalid(values["on_invalid"])
         values["state_dir"] = os.path.abspath(values.get("state_dir", DEFAULT_STATE_DIR))
@@ -231,7 +241,13 @@ class LineageSettings:
 
 def _positive_int(text: str, name: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise RunError(f"{name}={text!r} is not a positive number of seconds", fix=f"set e.g. {name}=5")
+        raise RunError(f"{name}={text!r} is not a positive whole number", fix=f"set e.g. {name}=5")
+    return int(text)
+
+
+def _count(text: str, name: str) -> int:
+    if not text.isdigit():
+        raise RunError(f"{name}={text!r} is not a whole number", fix=f"set e.g. {name}=2")
     return int(text)
 
 

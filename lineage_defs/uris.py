@@ -25,7 +25,7 @@ PARTITION_TOKEN = "{partition}"
 # [A-Za-z0-9_.-]; the partition token is spelled this way inside keys (and is
 # therefore reserved in URIs) so the mapping stays one-to-one.
 KEY_PARTITION_TOKEN = "__partition__"
-_SAFE_PART = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_SAFE_PART = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
 class UriError(ValueError):
@@ -108,8 +108,8 @@ def parse(text: str) -> Uri:
         if KEY_PARTITION_TOKEN in part:
             raise UriError(f"'{KEY_PARTITION_TOKEN}' is reserved in URIs", f"write {PARTITION_TOKEN} for the partition")
         rest = part.replace(PARTITION_TOKEN, "")
-        if rest and not _SAFE_PART.match(rest):
-            bad = next(c for c in rest if not _SAFE_PART.match(c))
+        if rest and not _SAFE_PART.fullmatch(rest):
+            bad = next(c for c in rest if not _SAFE_PART.fullmatch(c))
             raise UriError(f"'{text}' contains '{bad}'", "asset URIs may use letters, digits, '_', '.', '-', '/' and the {partition} token")
     return Uri(kind, authority, parts)
 

@@ -153,6 +153,14 @@ event_log_storage:  # as dagster_home/dagster.yaml ships it
     base_dir: {storage}
 telemetry:
   enabled: false
+run_launcher:  # as dagster_home/dagster.yaml ships it, with a shorter monitoring interval
+  module: lineage_defs.dagster_storage
+  class: MonitoredRunLauncher
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 2
+  start_timeout_seconds: 60
+  max_resume_run_attempts: 0
 run_retries:
   enabled: true
   max_retries: 0
