@@ -227,23 +227,24 @@ def _pid_of(message: str) -> int | None:
 
 
 def process_alive(pid: int, not_after: float) -> bool:
-    """Whether process ``pid`` exists and started no later than ``not_after`` (epoch seconds; 2 s of slack)."""
+    """Whether process ``pid`` runs (a zombie does not) and started no later than ``not_after`` (epoch seconds; 2 s of slack)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass  # exists, someone else's
-    started = _process_start(pid)
+    state, started = _proc_stat(pid)
+    if state in ("Z", "X"):  # killed, not yet reaped: its parent died with it
+        return False
     return started is None or started <= not_after + 2.0
 
 
-def _process_start(pid: int) -> float | None:
-    """When process ``pid`` started (epoch seconds), from /proc; None where there is no /proc."""
+def _proc_stat(pid: int) -> tuple[str | None, float | None]:
+    """(state letter, start time in epoch seconds) of process ``pid`` from /proc; Nones where there is no /proc."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+        return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, StopIteration, IndexError):
-        return None
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
+        return None, None

@@ -97,6 +97,20 @@ class Supervised:
         assert self.proc is not None
         self.proc.wait(timeout=30)
 
+    def crash(self) -> list[int]:
+        """SIGKILL the whole process group at once — the command, its code server, its run workers and
+        their step processes, as a real crash (power loss, OOM killer on the cgroup) does; returns the pids killed."""
+        assert self.proc is not None
+        pgid = self.proc.pid
+        victims = live_group_members(pgid)
+        os.killpg(pgid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while live_group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not live_group_members(pgid), "the crash left processes of the group running"
+        return victims
+
     def stop(self, grace: float = 3.0) -> None:
         for proc in self.groups:
             if live_group_members(proc.pid) or proc.poll() is None:

@@ -30,6 +30,7 @@ from dagster import (
     SensorDefinition,
     SensorResult,
     SkipReason,
+    multi_or_in_process_executor,
 )
 
 from lineage_defs.events.store import BATCH_TAG, STREAM_TAG, Batch, BatchStatus, EventStore
@@ -98,9 +99,24 @@ def _report_gave_up(instance: Any, b: Batch, v: Verdict) -> None:
     )
 
 
-def request(b: Batch, v: Verdict, stream: str, pdef: PartitionsDefinition | None, policy: Policy) -> RunRequest:
+# A batch's run executes one step: in the run worker itself, not in a second process that
+# imports Dagster and loads the code location again (seconds of every event's latency).
+IN_PROCESS: dict[str, Any] = {"execution": {"config": {"in_process": {}}}}
+
+
+def run_config_of(context: Any) -> dict[str, Any] | None:
+    """``IN_PROCESS`` when the runs use Dagster's default executor (which takes that config), else None."""
+    try:
+        job = context.repository_def.get_implicit_global_asset_job_def()
+    except Exception:  # noqa: BLE001 - no repository in this context: Dagster's default applies
+        return None
+    return IN_PROCESS if job.executor_def is multi_or_in_process_executor else None
+
+
+def request(b: Batch, v: Verdict, stream: str, pdef: PartitionsDefinition | None, policy: Policy, run_config: dict[str, Any] | None = None) -> RunRequest:
     return RunRequest(
         run_key=v.run_key,
+        run_config=run_config or {},
         partition_key=b.partition_key if pdef is not None else None,
         tags={
             BATCH_TAG: b.id,
@@ -158,7 +174,8 @@ def emit(
         new = sorted({str(b.partition_key) for b, _ in todo if b.partition_key and b.partition_key not in have})
         if new:
             dynamic.append(AddDynamicPartitionsRequest(str(pdef.name), new))
-    requests = [request(b, v, stream, pdef, policy) for b, v in todo]
+    run_config = run_config_of(context) if todo else None
+    requests = [request(b, v, stream, pdef, policy, run_config) for b, v in todo]
     problems = problem_note(store, stream)
     if not requests:
         counts = store.counts(stream)
