@@ -60,6 +60,7 @@ from typing import Any
 from dagster import DagsterEventType, DagsterRun, DefaultRunLauncher, Field, StringSource
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, EVENT_TYPE_TO_PIPELINE_RUN_STATUS
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
+from dagster._core.storage.tags import GRPC_INFO_TAG
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteEventLogStorage
 from dagster._core.storage.sqlalchemy_compat import db_result
@@ -193,7 +194,7 @@ class MonitoredRunLauncher(DefaultRunLauncher):
         return True
 
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
-        if not _launched_here(run.tags.get("dagster/grpc_info")):
+        if not _launched_here(run.tags.get(GRPC_INFO_TAG)):
             return CheckRunHealthResult(WorkerStatus.RUNNING, "launched on another host: not checked from here")
         pid, started, exited = None, 0.0, False
         for entry in self._instance.all_logs(run.run_id, of_type=DagsterEventType.ENGINE_EVENT):

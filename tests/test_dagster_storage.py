@@ -203,6 +203,7 @@ def test_the_monitored_launcher_finds_a_dead_run_worker() -> None:
 
     from dagster._core.events import EngineEventData
     from dagster._core.launcher import WorkerStatus
+    from dagster._core.storage.tags import GRPC_INFO_TAG
 
     from lineage_defs.dagster_storage import MonitoredRunLauncher, process_alive
 
@@ -217,7 +218,7 @@ def test_the_monitored_launcher_finds_a_dead_run_worker() -> None:
         assert run is not None
         check = instance.run_launcher.check_run_worker_health
         assert check(run).status == WorkerStatus.RUNNING  # launched in-process here: no code server, not checked
-        instance.add_run_tags(run.run_id, {"dagster/grpc_info": json.dumps({"host": "localhost", "port": 4266})})
+        instance.add_run_tags(run.run_id, {GRPC_INFO_TAG: json.dumps({"host": "localhost", "port": 4266})})
         run = instance.get_run_by_id(run.run_id)
         assert check(run).status == WorkerStatus.RUNNING  # no worker recorded yet
 
@@ -234,5 +235,5 @@ def test_the_monitored_launcher_finds_a_dead_run_worker() -> None:
             worker.kill()
             worker.wait()
         assert not process_alive(os.getpid(), time.time() - 3600), "a pid that started after the worker did is another process"
-        instance.add_run_tags(run.run_id, {"dagster/grpc_info": json.dumps({"host": "10.1.2.3", "port": 4266})})
+        instance.add_run_tags(run.run_id, {GRPC_INFO_TAG: json.dumps({"host": "10.1.2.3", "port": 4266})})
         assert check(instance.get_run_by_id(run.run_id)).status == WorkerStatus.RUNNING  # another host's worker: never failed from here

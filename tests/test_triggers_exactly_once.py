@@ -38,7 +38,8 @@ CRASH_ROWS, FLAKY_ROWS, POISON_ROWS, STUCK_ROWS = (f"duckdb://warehouse/{t}" for
 
 STEPS = {
     # The first run of each batch marks the batch, writes, then keeps executing: the test
-    # crashes the daemon's group while it does. Later runs of the batch write and end.
+    # crashes the daemon's group while it does. Later runs of the batch (and first runs
+    # after the crash) write and end.
     "e2e/crash_rows.py": f"""# pipeline
 # on kafka topic=crash.events max_batch=100
 # materialize {CRASH_ROWS} append
@@ -56,7 +57,7 @@ marker = state / ("crash-ran-" + os.environ["LINEAGE_BATCH"])
 first = not marker.exists()
 marker.write_text("")
 runtime.write(pd.DataFrame({{"n": [json.loads(e["value"])["n"] for e in runtime.events()]}}))
-if first:
+if first and not (state / "crashed").exists():
     (state / ("crash-written-" + os.environ["LINEAGE_BATCH"])).write_text("")
     time.sleep(900)  # still executing (and holding the embedded files' lock: the other batches' runs wait for it)
 """,
@@ -178,6 +179,7 @@ def test_a_crash_of_the_whole_daemon_group_mid_run_loses_and_duplicates_nothing(
     before = len(table_rows(state, CRASH_ROWS))
     assert 0 < before < n, "some batches were written when the crash came, not all"
 
+    (state / "crashed").write_text("")  # (for the step: runs started from now on do not linger)
     daemon.start()  # no other human action
     wait_for(f"{n} rows", lambda: len(table_rows(state, CRASH_ROWS)) >= n, 360, _logs(world))
     wait_for("the step's runs to settle", lambda: all(r.is_finished for r in runs(instance, **{"dagster/sensor_name": sensor})), 240, _logs(world))
