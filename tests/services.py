@@ -215,6 +215,9 @@ class Daemon(Supervised):
             **(env or {}),
         }
         super().__init__([str(VENV_BIN / "dagster-daemon"), "run", "-w", str(workspace)], tmp, full, tmp / "daemon.log")
+        # The instance's SQLite storage is made here, once: the daemon and its code server starting
+        # together on a fresh home can both stamp its schema ("more than one head present").
+        self.instance().dispose()
 
     def instance(self) -> Any:
         from dagster import DagsterInstance

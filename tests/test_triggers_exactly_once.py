@@ -121,7 +121,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     state = tmp / "state"
     env = {"LINEAGE_KAFKA_BOOTSTRAP": broker.bootstrap, **POLICY}
     daemon = Daemon(tmp, pipelines, state, env)
-    instance = daemon.instance()  # creates the instance's storage before the daemon's processes race to
+    instance = daemon.instance()
     daemon.start()
     try:
         yield {"tmp": tmp, "broker": broker, "daemon": daemon, "state": state, "pipelines": pipelines, "env": env, "instance": instance}

@@ -245,6 +245,16 @@ def test_a_partition_key_must_match_as_a_whole(receiver: dict[str, Any], region:
     assert stored(receiver["state"], "webhook:regions") == 0
 
 
+def test_a_strange_content_length_is_a_400(receiver: dict[str, Any]) -> None:
+    for value in (b"\xb2", b"1e3", b"-1", b"9" * 40):  # "²" passes str.isdigit()
+        s = socket.create_connection(("127.0.0.1", receiver["port"]))
+        s.sendall(b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + value + b"\r\n\r\n{}")
+        s.settimeout(5)
+        answer = s.recv(200)
+        s.close()
+        assert answer.startswith(b"HTTP/1.1 400 "), (value, answer)
+
+
 def test_an_oversized_request_head_is_refused(receiver: dict[str, Any]) -> None:
     for head in (b"X-Pad: " + b"a" * 20_000 + b"\r\n", b"".join(b"X-H%d: v\r\n" % i for i in range(200))):
         s = socket.create_connection(("127.0.0.1", receiver["port"]))

@@ -201,7 +201,7 @@ def make_app(hooks: dict[str, Hook], store: Path, max_bytes: int = DEFAULT_MAX_B
             return _refuse(401, "missing or wrong credentials")
         declared = request.headers.get("content-length")
         if declared is not None:
-            if not declared.isdigit() or len(declared) > 18:
+            if not (declared.isascii() and declared.isdigit()) or len(declared) > 18:  # "²".isdigit() is True
                 return _refuse(400, "bad Content-Length", close=True)
             if int(declared) > max_bytes:
                 return _refuse(413, f"body of {declared} bytes is over the limit of {max_bytes}", close=True)

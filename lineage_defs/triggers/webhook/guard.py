@@ -147,7 +147,8 @@ class _Guarded(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing():
+        idle = self.cycle is None or self.cycle.response_complete  # else a pipelined request, its head complete, runs now
+        if idle and not self.transport.is_closing():
             self._await_head()
 
 
