@@ -297,7 +297,8 @@ def bench_e2e(tmp: Path, rate: int, seconds: int, backlog: int, max_batch: int |
     try:
         wait_port(port)
         bootstrap = f"127.0.0.1:{port}"
-        for f in AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic("bench.e2e", num_partitions=4, replication_factor=1)]).values():
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: the futures need the client alive
+        for f in admin.create_topics([NewTopic("bench.e2e", num_partitions=4, replication_factor=1)]).values():
             f.result(30)
         pipes = tmp / "e2e-pipes"
         (pipes / "bench").mkdir(parents=True)
@@ -314,6 +315,7 @@ def bench_e2e(tmp: Path, rate: int, seconds: int, backlog: int, max_batch: int |
             "LINEAGE_KAFKA_BOOTSTRAP": bootstrap, "DAGSTER_EVENT_BATCH_SIZE": "1000",
         }  # fmt: skip
         env.pop("LINEAGE_SENSOR_INTERVAL", None)
+        os.environ["DAGSTER_HOME"] = str(home)  # the event log's default base_dir
         instance = DagsterInstance.from_config(str(home))  # its storage exists before the daemon's processes start
         t0 = time.perf_counter()
         daemon = start([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(tmp / "workspace.yaml")], env, tmp / "daemon.log")
@@ -393,8 +395,14 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=20, help="e2e: messages per second of the latency trickle")
     ap.add_argument("--seconds", type=int, default=60, help="e2e: how long the trickle lasts")
     ap.add_argument("--backlog", type=int, default=100_000, help="e2e: messages produced at once")
-    ap.add_argument("--e2e-max-batch", type=int, default=None, help="e2e: the step's max_batch (default: the sensor's, 10,000)")
+    ap.add_argument("--e2e-max-batch", type=int, default=None, help="e2e: the step's max_batch (default: the sensor's)")
+    ap.add_argument("--keep", action="store_true", help="e2e: keep the folder with the daemon's log, the instance and the state")
     args = ap.parse_args()
+    if args.e2e and args.keep:
+        d = tempfile.mkdtemp(prefix="lineage-bench-e2e-")
+        print(f"e2e: working in {d}")
+        bench_e2e(Path(d), args.rate, args.seconds, args.backlog, args.e2e_max_batch)
+        return
     with tempfile.TemporaryDirectory(prefix="lineage-bench-events-") as d:
         if args.e2e:
             bench_e2e(Path(d), args.rate, args.seconds, args.backlog, args.e2e_max_batch)

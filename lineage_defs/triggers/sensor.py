@@ -1,7 +1,9 @@
 """Stored events → runs: what every event trigger's sensor shares.
 
-Each tick: cut the stream's new events into batches (one store transaction),
-then look at every open batch's runs (``outcome.verdict``): a batch with a
+Each tick looks at every open batch's runs (``outcome.verdict``) and, when
+none of the stream's batches is in flight, cuts its new events into batches
+(one store transaction; a stream has one batch in flight at a time, so a
+slow run makes the next batch bigger instead of queueing runs): a batch with a
 successful run is settled done; one without a run, or whose runs failed and
 are not being retried, gets a run request (``run_key`` = batch id for the
 first, the tag ``lineage/batch`` so the run reads that batch, and Dagster's
@@ -48,7 +50,7 @@ from lineage_defs.triggers.outcome import (
     verdict,
 )
 
-DEFAULT_MAX_BATCH = 10_000
+DEFAULT_MAX_BATCH = 100_000  # events per batch (one run) unless `max_batch=` says otherwise
 OPEN_PER_TICK = 1000  # open batches looked at per tick (oldest first)
 
 
@@ -140,19 +142,25 @@ def emit(
     settings: LineageSettings,
     note: str = "",
 ) -> SensorResult:
-    """Cut batches, settle the finished ones and ask for the runs still needed; a SkipReason saying what was seen when there are none."""
+    """Settle the open batches, cut new ones when none is in flight, and ask for the runs still needed;
+    a SkipReason saying what was seen when there are none."""
     prune(context, store, stream, settings)
-    store.cut_batches(stream, max_batch)
     policy = policy_of(settings)
+    now = time.time()
     pending = store.open_batches(stream, limit=OPEN_PER_TICK)
     runs = batch_runs(context.instance, [b.id for b in pending])
-    now = time.time()
+    verdicts = [(b, verdict(b.id, b.replay, runs[b.id], now, policy)) for b in pending]
+    # One batch of a stream in flight at a time: what arrives meanwhile waits in the store and
+    # becomes the next batch (up to max_batch) once it ended. A slow run then means bigger
+    # batches, never a growing queue of small runs waiting for each other.
+    in_flight = any(v.next in (Next.RUNNING, Next.RETRYING) for _, v in verdicts)
+    if not in_flight:
+        verdicts += [(b, verdict(b.id, b.replay, [], now, policy)) for b in store.cut_batches(stream, max_batch)]
     done: list[str] = []
     failed: dict[str, str] = {}
     todo: list[tuple[Batch, Verdict]] = []
     busy: dict[Next, int] = {}
-    for b in pending:
-        v = verdict(b.id, b.replay, runs[b.id], now, policy)
+    for b, v in verdicts:
         if v.next is Next.DONE:
             done.append(b.id)
         elif v.next is Next.GIVE_UP:
@@ -180,7 +188,10 @@ def emit(
     if not requests:
         counts = store.counts(stream)
         state = ", ".join(f"{n} {what.value}" for what, n in sorted(busy.items()))
+        waiting = counts["events"] - counts["batched"] - counts["rejected"]
         seen = f"{counts['events']} events stored, {counts['batched']} in batches" + (f"; batches {state}" if state else "")
+        if in_flight and waiting:
+            seen += f"; {waiting} new events wait for the running batch"
         return SensorResult(skip_reason=SkipReason(f"{note}no new batch ({seen}){problems}"), dynamic_partitions_requests=dynamic)
     if problems:
         context.log.warning(problems.lstrip("; "))
