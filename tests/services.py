@@ -159,6 +159,20 @@ class Tansu(Supervised):
         assert left == 0, f"{left} messages not delivered to {topic}"
 
 
+class Receiver(Supervised):
+    """`lineage-defs webhooks serve` for ``pipelines`` on a free port, with ``env`` (credentials, limits) on top."""
+
+    def __init__(self, tmp: Path, pipelines: Path, state: Path, env: Mapping[str, str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        full = {**os.environ, "LINEAGE_PIPELINES_DIR": str(pipelines), "LINEAGE_STATE_DIR": str(state), **env}
+        super().__init__([str(VENV_BIN / "lineage-defs"), "webhooks", "serve", "--port", str(self.port)], tmp, full, tmp / "receiver.log")
+
+    def start(self) -> None:
+        super().start()
+        wait_port(self.port, 60, self.alive)
+
+
 DAGSTER_YAML = """
 event_log_storage:  # as dagster_home/dagster.yaml ships it
   module: lineage_defs.dagster_storage

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from services import VENV_BIN, Supervised, wait_port
+from services import VENV_BIN, Receiver
 from triggers_support import stored, write_steps
 from webserver import free_port
 
@@ -51,11 +51,7 @@ def receiver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     tmp = tmp_path_factory.mktemp("webhook-abuse")
     pipelines = write_steps(tmp / "pipelines", STEPS)
     state = tmp / "state"
-    port = free_port()
     env = {
-        **os.environ,
-        "LINEAGE_PIPELINES_DIR": str(pipelines),
-        "LINEAGE_STATE_DIR": str(state),
         "LINEAGE_WEBHOOK_TOKEN_ORDERS": TOKEN,
         "LINEAGE_WEBHOOK_TOKEN_REGIONS": TOKEN,
         "LINEAGE_WEBHOOK_SECRET_SIGNED": SECRET,  # HMAC only: its bodies are read before they can be checked
@@ -65,11 +61,10 @@ def receiver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         "LINEAGE_WEBHOOK_KEEP_ALIVE": str(KEEP_ALIVE),
         "LINEAGE_WEBHOOK_MAX_BUFFERED": str(BUFFERED),
     }
-    proc = Supervised([str(VENV_BIN / "lineage-defs"), "webhooks", "serve", "--port", str(port)], tmp, env, tmp / "receiver.log")
+    proc = Receiver(tmp, pipelines, state, env)
     proc.start()
-    wait_port(port, 60, proc.alive)
     try:
-        yield {"port": port, "url": f"http://127.0.0.1:{port}", "state": state, "proc": proc, "pid": proc.command_pid, "tmp": tmp}
+        yield {"port": proc.port, "url": proc.url, "state": state, "proc": proc, "pid": proc.command_pid, "tmp": tmp}
     finally:
         proc.stop()
 
