@@ -25,11 +25,10 @@ known are the app's (``app``): only it knows which hook a body is for.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
-
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
 @dataclass(frozen=True)
@@ -46,110 +45,117 @@ class Limits:
     max_buffered_bytes: int = 16 * 1024 * 1024  # bodies read before their credential is checked (HMAC-only hooks), at once
 
 
-def guarded_protocol(limits: Limits) -> type[HttpToolsProtocol]:
+def guarded_protocol(limits: Limits) -> type[asyncio.Protocol]:
     """A protocol class (uvicorn's ``http=``) enforcing ``limits``."""
 
-    class Guarded(_Guarded):
+    class Guarded(_guarded_base()):  # type: ignore[misc]
         LIMITS = limits
 
     return Guarded
 
 
-class _Guarded(HttpToolsProtocol):
-    LIMITS = Limits()
+@functools.cache
+def _guarded_base() -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with the limits (uvicorn is imported here, when the receiver starts)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # protocols of this server still sending a request head, oldest first (shared by the server's connections)
-        waiting = getattr(self.server_state, "lineage_waiting", None)
-        if waiting is None:
-            waiting = OrderedDict()
-            self.server_state.lineage_waiting = waiting  # type: ignore[attr-defined]
-        self.waiting: OrderedDict[_Guarded, None] = waiting
-        self.head_timer: asyncio.TimerHandle | None = None
-        self.head_bytes = 0
-        self.head_count = 0
-        self.served = 0
+    class _Guarded(HttpToolsProtocol):
+        LIMITS = Limits()
 
-    # -- the cap ---------------------------------------------------------------
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        if len(self.connections) > self.LIMITS.max_connections:
-            victim = next((p for p in self.waiting if p is not self), None)
-            if victim is None:
-                transport.abort()  # every connection is mid-request: this one is refused
-                return
-            victim._drop()
-        self._await_head()
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # protocols of this server still sending a request head, oldest first (shared by the server's connections)
+            waiting = getattr(self.server_state, "lineage_waiting", None)
+            if waiting is None:
+                waiting = OrderedDict()
+                self.server_state.lineage_waiting = waiting  # type: ignore[attr-defined]
+            self.waiting: OrderedDict[Any, None] = waiting
+            self.head_timer: asyncio.TimerHandle | None = None
+            self.head_bytes = 0
+            self.head_count = 0
+            self.served = 0
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._head_done()
-        super().connection_lost(exc)
-
-    def _drop(self) -> None:
-        self._head_done()
-        if not self.transport.is_closing():
-            self.transport.abort()
-
-    # -- the header deadline and size --------------------------------------------
-    def _await_head(self) -> None:
-        self.waiting[self] = None
-        self.waiting.move_to_end(self)
-        self.head_bytes = self.head_count = 0
-        if self.head_timer is None:
-            self.head_timer = self.loop.call_later(self.LIMITS.header_timeout, self._drop)
-
-    def _head_done(self) -> None:
-        self.waiting.pop(self, None)
-        if self.head_timer is not None:
-            self.head_timer.cancel()
-            self.head_timer = None
-
-    def on_url(self, url: bytes) -> None:
-        self._count(len(url), 0)
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value), 1)
-        super().on_header(name, value)
-
-    def _count(self, n: int, headers: int) -> None:
-        self.head_bytes += n
-        self.head_count += headers
-        if self.head_bytes > self.LIMITS.max_header_bytes or self.head_count > self.LIMITS.max_headers:
-            self._refuse_head()
-
-    def _refuse_head(self) -> None:
-        if not self.transport.is_closing():
-            body = b"request head too large"
-            self.transport.write(
-                b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\n"
-                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
-            )
-            self.transport.close()
-        self._head_done()
-        raise _HeadRefused()
-
-    def data_received(self, data: bytes) -> None:
-        if not self.transport.is_closing():
-            super().data_received(data)  # a refused head stops the parser: uvicorn reports it as an invalid request
-
-    def send_400_response(self, msg: str) -> None:
-        if not self.transport.is_closing():  # the 431 went out already
-            super().send_400_response(msg)
-
-    def on_headers_complete(self) -> None:
-        self._head_done()
-        super().on_headers_complete()
-        self.served += 1
-        if self.served >= self.LIMITS.max_requests_per_connection and self.cycle is not None:
-            self.cycle.keep_alive = False
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        idle = self.cycle is None or self.cycle.response_complete  # else a pipelined request, its head complete, runs now
-        if idle and not self.transport.is_closing():
+        # -- the cap ---------------------------------------------------------------
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > self.LIMITS.max_connections:
+                victim = next((p for p in self.waiting if p is not self), None)
+                if victim is None:
+                    transport.abort()  # every connection is mid-request: this one is refused
+                    return
+                victim._drop()
             self._await_head()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._head_done()
+            super().connection_lost(exc)
+
+        def _drop(self) -> None:
+            self._head_done()
+            if not self.transport.is_closing():
+                self.transport.abort()
+
+        # -- the header deadline and size --------------------------------------------
+        def _await_head(self) -> None:
+            self.waiting[self] = None
+            self.waiting.move_to_end(self)
+            self.head_bytes = self.head_count = 0
+            if self.head_timer is None:
+                self.head_timer = self.loop.call_later(self.LIMITS.header_timeout, self._drop)
+
+        def _head_done(self) -> None:
+            self.waiting.pop(self, None)
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+                self.head_timer = None
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url), 0)
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value), 1)
+            super().on_header(name, value)
+
+        def _count(self, n: int, headers: int) -> None:
+            self.head_bytes += n
+            self.head_count += headers
+            if self.head_bytes > self.LIMITS.max_header_bytes or self.head_count > self.LIMITS.max_headers:
+                self._refuse_head()
+
+        def _refuse_head(self) -> None:
+            if not self.transport.is_closing():
+                body = b"request head too large"
+                self.transport.write(
+                    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\n"
+                    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+                )
+                self.transport.close()
+            self._head_done()
+            raise _HeadRefused()
+
+        def data_received(self, data: bytes) -> None:
+            if not self.transport.is_closing():
+                super().data_received(data)  # a refused head stops the parser: uvicorn reports it as an invalid request
+
+        def send_400_response(self, msg: str) -> None:
+            if not self.transport.is_closing():  # the 431 went out already
+                super().send_400_response(msg)
+
+        def on_headers_complete(self) -> None:
+            self._head_done()
+            super().on_headers_complete()
+            self.served += 1
+            if self.served >= self.LIMITS.max_requests_per_connection and self.cycle is not None:
+                self.cycle.keep_alive = False
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            idle = self.cycle is None or self.cycle.response_complete  # else a pipelined request, its head complete, runs now
+            if idle and not self.transport.is_closing():
+                self._await_head()
+
+    return _Guarded
 
 
 class _HeadRefused(Exception):

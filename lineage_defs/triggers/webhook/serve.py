@@ -75,7 +75,7 @@ def limits_from_env(env: Mapping[str, str]) -> Limits:
                 value = kind(text)
             except ValueError:
                 value = 0
-            if value <= 0:
+            if not value > 0:  # NaN too
                 raise RunError(f"{var}={text!r} is not a positive number", fix=f"set {var} to a positive {kind.__name__}, or unset it")
             values[field] = value
     limits = Limits(**values)
