@@ -246,9 +246,16 @@ def test_a_run_executes_the_script_file_it_was_planned_from(pipelines: Path, tmp
     assert "changed after this run's code location was loaded" in e.value.message and e.value.location.path == step.path  # type: ignore[union-attr]
 
 
-def test_cache_files_are_private(pipelines: Path, tmp_path: Path) -> None:
+def test_state_files_are_private(pipelines: Path, tmp_path: Path) -> None:
     import stat
 
+    from lineage_defs.plan.schemas import captured_schemas, record_schema
+
     cache = tmp_path / "cache"
-    load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
-    assert stat.S_IMODE((cache / f"{CACHE_VERSION}.json").stat().st_mode) == 0o600
+    settings = LineageSettings(state_dir=str(cache.parent))
+    load_project(pipelines, settings)
+    record_schema(settings, "ducklake://main/orders", [("order_id", "BIGINT")])
+    captured_schemas(settings)
+    files = [cache / f"{CACHE_VERSION}.json", cache / "schemas-index.json", *settings.schemas_dir.glob("*.json")]
+    assert len(files) == 3
+    assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in files} == {f.name: 0o600 for f in files}
