@@ -201,6 +201,26 @@ def test_bodies_read_before_their_hmac_is_checked_are_capped_in_total(receiver: 
     assert post(f"{receiver['url']}/hooks/signed", body, signed(body))[0] == 202  # the budget is free again
 
 
+def test_credentials_and_size_are_refused_before_any_of_the_body_is_read(receiver: dict[str, Any]) -> None:
+    """A head promising a body that never comes: a wrong or missing bearer, an unknown hook and an oversized
+    Content-Length are answered at once (well before the body timeout), so no body is buffered for them."""
+    heads = [
+        (b"401", b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Length: 1000000\r\n\r\n"),
+        (b"401", b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n"),
+        (b"404", b"POST /hooks/nope HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 1000000\r\n\r\n"),
+        (b"413", b"POST /hooks/signed HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (MAX_BYTES + 1)),
+    ]
+    for want, head in heads:
+        s = socket.create_connection(("127.0.0.1", receiver["port"]))
+        s.sendall(head + b"{")
+        t0 = time.monotonic()
+        s.settimeout(BODY_TIMEOUT + 5)
+        answer = s.recv(200)
+        s.close()
+        assert answer.startswith(b"HTTP/1.1 " + want + b" "), (want, answer)
+        assert time.monotonic() - t0 < BODY_TIMEOUT / 2, f"{want!r} waited for the body"
+
+
 @pytest.mark.parametrize(
     "name, body, want",
     [
