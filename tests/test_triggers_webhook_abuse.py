@@ -154,6 +154,23 @@ def test_a_slow_body_times_out_and_an_idle_keep_alive_connection_is_closed(recei
     s.close()
 
 
+def test_a_connection_serves_a_bounded_number_of_requests(receiver: dict[str, Any]) -> None:
+    """Keep-alive is bounded in requests too (guard.Limits.max_requests_per_connection, 1000): past it the server closes."""
+    limit = 1000
+    s = socket.create_connection(("127.0.0.1", receiver["port"]))
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * (limit + 50))  # pipelined
+    s.settimeout(30)
+    got = b""
+    try:
+        while chunk := s.recv(1 << 20):
+            got += chunk
+    except OSError:
+        pass
+    s.close()
+    assert got.count(b"HTTP/1.1 200 ") == limit, got.count(b"HTTP/1.1 200 ")
+    assert got.lower().count(b"connection: close") == 1
+
+
 def test_bodies_read_before_their_hmac_is_checked_are_capped_in_total(receiver: dict[str, Any]) -> None:
     """200 connections each sending 1 MiB − 1 once grew the receiver by 200 MiB before any credential was checked."""
     port, pid = receiver["port"], receiver["pid"]

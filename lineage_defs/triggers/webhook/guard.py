@@ -109,6 +109,10 @@ def _guarded_base() -> type[asyncio.Protocol]:
                 self.head_timer.cancel()
                 self.head_timer = None
 
+        def on_message_begin(self) -> None:
+            self.head_bytes = self.head_count = 0  # the limits are per request head (pipelined ones too)
+            super().on_message_begin()
+
         def on_url(self, url: bytes) -> None:
             self._count(len(url), 0)
             super().on_url(url)
