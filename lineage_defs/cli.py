@@ -1,4 +1,4 @@
-"""``lineage-defs``: check, graph, new, changed, backfill, webhooks serve, demo."""
+"""``lineage-defs``: check, graph, new, changed, backfill, webhooks serve, events, demo."""
 
 from __future__ import annotations
 
@@ -214,6 +214,35 @@ def cmd_demo_send(args: argparse.Namespace) -> int:
     except LineageDefsError as e:
         print(f"lineage-defs demo send {args.what}: {e.render()}", file=sys.stderr)
         return 1
+def _instance() -> Any:
+    """The Dagster instance of ``DAGSTER_HOME`` (None when it is not set: the listing then shows no run states)."""
+    import os
+
+    if not os.environ.get("DAGSTER_HOME"):
+        return None
+    from dagster import DagsterInstance
+
+    return DagsterInstance.get()
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    from lineage_defs.triggers.report import listing, replay
+
+    settings = _settings(None)
+    if args.events_command == "replay":
+        code, message = replay(settings, args.batch)
+        print(message, file=sys.stderr if code else sys.stdout)
+        return code
+    instance = _instance()
+    try:
+        for line in listing(settings, instance, args.stream, args.limit):
+            print(line)
+    finally:
+        if instance is not None:
+            instance.dispose()
+    if instance is None:
+        print("(set DAGSTER_HOME to see what the runs of open batches are doing)", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,6 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     ds.add_argument("--hook", help="webhook: the hook (default: the folder's only one)")
     ds.add_argument("--body", help="webhook: this JSON as the body instead of a payment")
     ds.set_defaults(fn=cmd_demo_send)
+    e = sub.add_parser("events", help="the event store: per stream what was stored, rejected and batched, and each batch's state")
+    e.add_argument("--stream", help="one stream (e.g. webhook:payments, kafka:<step>:<topic>)")
+    e.add_argument("--limit", type=int, default=10, help="batches and rejected events shown per stream (default %(default)s)")
+    e.set_defaults(fn=cmd_events, events_command="list")
+    esub = e.add_subparsers(dest="events_command")
+    er = esub.add_parser("replay", help="run a failed batch again (a fresh series of attempts)")
+    er.add_argument("batch", help="the batch id, as `lineage-defs events` lists it")
+    er.set_defaults(fn=cmd_events)
     args = p.parse_args(argv)
     try:
         code = int(args.fn(args))

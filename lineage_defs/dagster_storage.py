@@ -21,9 +21,16 @@ rows as Dagster's (an instance can switch between the two classes), with
   Dagster sends batches when `DAGSTER_EVENT_BATCH_SIZE` is set in the run's
   environment (the Makefile exports it; see the README).
 
+It also holds ``MonitoredRunLauncher``: Dagster's default run launcher, plus
+the worker health check Dagster's run monitoring needs to fail a run whose
+worker died (a crash of the daemon's process group kills the runs it
+launched; without the check such a run stays STARTED forever and nothing
+retries it).
+
 The one module of the package that imports Dagster's private modules (its
-storage internals have no public API); ``WRITTEN_FOR`` names the Dagster
-versions it was written and tested for, and a test pins the installed one.
+storage internals and the launcher's health-check types have no public API);
+``WRITTEN_FOR`` names the Dagster versions it was written and tested for, and
+a test pins the installed one.
 
 Configured in `dagster.yaml`:
 
@@ -32,17 +39,28 @@ Configured in `dagster.yaml`:
       class: BatchedSqliteEventLogStorage
       config:
         base_dir: /path/to/storage     # optional: $DAGSTER_HOME/storage
+    run_launcher:
+      module: lineage_defs.dagster_storage
+      class: MonitoredRunLauncher
+    run_monitoring:
+      enabled: true
+      poll_interval_seconds: 10
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from dagster import Field, StringSource
+from dagster import DagsterEventType, DagsterRun, DefaultRunLauncher, Field, StringSource
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, EVENT_TYPE_TO_PIPELINE_RUN_STATUS
+from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
+from dagster._core.storage.tags import GRPC_INFO_TAG
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteEventLogStorage
 from dagster._core.storage.sqlalchemy_compat import db_result
@@ -152,3 +170,82 @@ def _last_of_each_kind(events: Sequence[EventLogEntry]) -> list[int]:
         if dagster_event is not None and dagster_event.asset_key is not None:
             last[(dagster_event.asset_key.to_string(), dagster_event.event_type_value)] = i
     return sorted(last.values())
+
+
+# The run worker's own engine events (dagster/_grpc/impl.py): its pid, and that it ended.
+_STARTED = "Started process for run (pid: "
+_EXITED = "Process for run exited (pid: "
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+
+
+class MonitoredRunLauncher(DefaultRunLauncher):
+    """Dagster's `DefaultRunLauncher` that also tells run monitoring whether a run's worker is alive.
+
+    The worker of a run launched through a code server on this host is a
+    process whose pid the run's event log holds ("Started process for run");
+    it is alive when a process with that pid exists and started no later than
+    that event (a pid reused after a crash belongs to a younger process). A
+    run launched elsewhere, or not started yet, is reported running: this
+    launcher never fails a run it cannot see.
+    """
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        return True
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        if not _launched_here(run.tags.get(GRPC_INFO_TAG)):
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "launched on another host: not checked from here")
+        pid, started, exited = None, 0.0, False
+        for entry in self._instance.all_logs(run.run_id, of_type=DagsterEventType.ENGINE_EVENT):
+            message = entry.message or ""
+            if message.startswith(_STARTED):
+                pid, started = _pid_of(message), entry.timestamp
+            elif message.startswith(_EXITED) and pid is not None and _pid_of(message) == pid:
+                exited = True
+        if pid is None:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "no worker process recorded yet")
+        if exited:
+            return CheckRunHealthResult(WorkerStatus.FAILED, f"the run worker (pid {pid}) exited before the run finished")
+        if process_alive(pid, started):
+            return CheckRunHealthResult(WorkerStatus.RUNNING)
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"the run worker (pid {pid}) is gone: its process died (killed or crashed) mid-run")
+
+
+def _launched_here(grpc_info: str | None) -> bool:
+    if not grpc_info:
+        return False
+    try:
+        info = json.loads(grpc_info)
+    except ValueError:
+        return False
+    return "socket" in info or info.get("host") in _LOCAL_HOSTS | {socket.gethostname()}
+
+
+def _pid_of(message: str) -> int | None:
+    digits = message.split("(pid: ", 1)[1].split(")", 1)[0] if "(pid: " in message else ""
+    return int(digits) if digits.isdigit() else None
+
+
+def process_alive(pid: int, not_after: float) -> bool:
+    """Whether process ``pid`` runs (a zombie does not) and started no later than ``not_after`` (epoch seconds; 2 s of slack)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, someone else's
+    state, started = _proc_stat(pid)
+    if state in ("Z", "X"):  # killed, not yet reaped: its parent died with it
+        return False
+    return started is None or started <= not_after + 2.0
+
+
+def _proc_stat(pid: int) -> tuple[str | None, float | None]:
+    """(state letter, start time in epoch seconds) of process ``pid`` from /proc; Nones where there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+        return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None, None

@@ -104,10 +104,17 @@ class LineageSettings:
     # -- triggers (SPEC section 6)
     kafka_bootstrap: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → host:port,…
     cascade_interval: int = 15  # seconds between evaluations of the cascade
-    event_interval: int = 5  # seconds between ticks of the event sensors
+    # Seconds between ticks of the event sensors. Dagster's sensor daemon looks at sensors every 5 s: an
+    # interval of exactly 5 falls just short on every other look (a tick every 10 s); 4 is every look.
+    event_interval: int = 4
     max_runs_per_tick: int = 25
     kafka_poll_seconds: float = 10.0  # how long one Kafka tick may read
     batch_retention_days: float = 7.0  # a batch whose run succeeded is deleted from the store after this
+    # a batch runs until a run of it succeeds (triggers.outcome): Dagster retries each requested
+    # run batch_retries times at once, the sensor requests up to batch_attempts runs with backoff
+    batch_attempts: int = 3
+    batch_retries: int = 2
+    batch_backoff: float = 30.0  # seconds before the second request; doubled for each after it
     # -- dbt (SPEC section 8)
     dbt_executable: str | None = None  # builds (default: this interpreter's dbt-core)
     dbt_analysis_executable: str | None = None  # writes the lineage index (default: the same)
@@ -137,6 +144,11 @@ class LineageSettings:
         interval = e.get("LINEAGE_SENSOR_INTERVAL")
         if interval:
             values["cascade_interval"] = values["event_interval"] = _positive_int(interval, "LINEAGE_SENSOR_INTERVAL")
+        for f, var in (("batch_attempts", "LINEAGE_BATCH_ATTEMPTS"), ("batch_backoff", "LINEAGE_BATCH_BACKOFF")):
+            if e.get(var):
+                values[f] = _positive_int(e[var], var)
+        if e.get("LINEAGE_BATCH_RETRIES"):
+            values["batch_retries"] = _count(e["LINEAGE_BATCH_RETRIES"], "LINEAGE_BATCH_RETRIES")
         if "on_invalid" in values:
             values["on_invalid"] = _on_invalid(values["on_invalid"])
         if "definitions" in values:
@@ -244,7 +256,13 @@ class LineageSettings:
 
 def _positive_int(text: str, name: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise RunError(f"{name}={text!r} is not a positive number of seconds", fix=f"set e.g. {name}=5")
+        raise RunError(f"{name}={text!r} is not a positive whole number", fix=f"set e.g. {name}=5")
+    return int(text)
+
+
+def _count(text: str, name: str) -> int:
+    if not text.isdigit():
+        raise RunError(f"{name}={text!r} is not a whole number", fix=f"set e.g. {name}=2")
     return int(text)
 
 

@@ -27,7 +27,7 @@ PARTITION_TOKEN = "{partition}"
 # braces it stands for; only that exact spelling is reserved in URIs, so names
 # such as PARTITION_LOG stay legal.
 KEY_PARTITION_TOKEN = "PARTITION"
-_SAFE_PART = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_SAFE_PART = re.compile(r"[A-Za-z0-9_.\-]+")  # fullmatch: `$` would match before a final newline
 
 
 class UriError(ValueError):
@@ -108,8 +108,8 @@ def parse(text: str) -> Uri:
         if part in (".", ".."):
             raise UriError(f"'{text}' contains a '{part}' path segment", "write the object's path without '.' or '..' segments")
         rest = part.replace(PARTITION_TOKEN, "")
-        if rest and not _SAFE_PART.match(rest):
-            bad = next(c for c in rest if not _SAFE_PART.match(c))
+        if rest and not _SAFE_PART.fullmatch(rest):
+            bad = next(c for c in rest if not _SAFE_PART.fullmatch(c))
             raise UriError(f"'{text}' contains '{bad}'", "asset URIs may use letters, digits, '_', '.', '-', '/' and the {partition} token")
     uri = Uri(kind, authority, parts)
     keys = uri.key_path()

@@ -95,6 +95,20 @@ class Supervised:
         assert self.proc is not None
         self.proc.wait(timeout=30)
 
+    def crash(self) -> list[int]:
+        """SIGKILL the whole process group at once — the command, its code server, its run workers and
+        their step processes, as a real crash (power loss, OOM killer on the cgroup) does; returns the pids killed."""
+        assert self.proc is not None
+        pgid = self.proc.pid
+        victims = live_group_members(pgid)
+        os.killpg(pgid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while live_group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not live_group_members(pgid), "the crash left processes of the group running"
+        return victims
+
     def stop(self, grace: float = 3.0) -> None:
         for proc in self.groups:
             if live_group_members(proc.pid) or proc.poll() is None:
@@ -143,6 +157,20 @@ class Tansu(Supervised):
         assert left == 0, f"{left} messages not delivered to {topic}"
 
 
+class Receiver(Supervised):
+    """`lineage-defs webhooks serve` for ``pipelines`` on a free port, with ``env`` (credentials, limits) on top."""
+
+    def __init__(self, tmp: Path, pipelines: Path, state: Path, env: Mapping[str, str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        full = {**os.environ, "LINEAGE_PIPELINES_DIR": str(pipelines), "LINEAGE_STATE_DIR": str(state), **env}
+        super().__init__([str(VENV_BIN / "lineage-defs"), "webhooks", "serve", "--port", str(self.port)], tmp, full, tmp / "receiver.log")
+
+    def start(self) -> None:
+        super().start()
+        wait_port(self.port, 60, self.alive)
+
+
 DAGSTER_YAML = """
 event_log_storage:  # as dagster_home/dagster.yaml ships it
   module: lineage_defs.dagster_storage
@@ -151,6 +179,14 @@ event_log_storage:  # as dagster_home/dagster.yaml ships it
     base_dir: {storage}
 telemetry:
   enabled: false
+run_launcher:  # as dagster_home/dagster.yaml ships it, with a shorter monitoring interval
+  module: lineage_defs.dagster_storage
+  class: MonitoredRunLauncher
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 2
+  start_timeout_seconds: 60
+  max_resume_run_attempts: 0
 run_retries:
   enabled: true
   max_retries: 0
@@ -191,6 +227,9 @@ class Daemon(Supervised):
             **(env or {}),
         }
         super().__init__([str(VENV_BIN / "dagster-daemon"), "run", "-w", str(workspace)], tmp, full, tmp / "daemon.log")
+        # The instance's SQLite storage is made here, once: the daemon and its code server starting
+        # together on a fresh home can both stamp its schema ("more than one head present").
+        self.instance().dispose()
 
     def start(self) -> None:
         # the instance's storage is created here, alone: the daemon, its code server and this

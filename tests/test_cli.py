@@ -186,3 +186,28 @@ def test_output_into_a_closed_pipe_ends_quietly(args: tuple[str, ...], state: Pa
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err  # 128 + SIGPIPE, as a shell reports it
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
+
+
+def test_events_lists_each_stream_and_replays_a_failed_batch(state: Path) -> None:
+    from lineage_defs.events.store import EventStore, NewEvent
+    from lineage_defs.settings import LineageSettings
+
+    assert "no event store" in run_cli("events", state=state).stdout
+    with EventStore(LineageSettings(state_dir=str(state)).events_store) as store:
+        store.add_messages("kafka:p__s:t", [NewEvent(f"0:{o}", b'{"n": 1}', partition=0, offset=o) for o in range(3)])
+        store.add_messages("kafka:p__s:t", [NewEvent("0:3", b"[[[", partition=0, offset=3, error="partition_from=json:$.day: not JSON")])
+        done, failed = store.cut_batches("kafka:p__s:t", max_batch=2)
+        store.settle(done=[done.id], failed={failed.id: "2 run(s) failed, the last r9 (failure); 2 of 2 attempts used"})
+    out = run_cli("events", state=state)
+    assert out.returncode == 0, out.stderr
+    assert "kafka:p__s:t: 4 events stored, 3 batched, 1 rejected; batches: 0 open, 1 done, 1 failed" in out.stdout
+    assert "#4 0:3: partition_from=json:$.day: not JSON" in out.stdout
+    assert f"{done.id}  2 events" in out.stdout and "done (a run succeeded)" in out.stdout
+    assert f"FAILED — 2 run(s) failed, the last r9 (failure); 2 of 2 attempts used; after fixing the cause: lineage-defs events replay {failed.id}" in out.stdout
+
+    again = run_cli("events", "replay", failed.id, state=state)
+    assert again.returncode == 0 and f"batch {failed.id} (1 events of kafka:p__s:t) is open again (replay 1)" in again.stdout
+    assert "nothing to replay" in run_cli("events", "replay", done.id, state=state).stdout
+    missing = run_cli("events", "replay", "nope-1", state=state)
+    assert missing.returncode == 1 and "no batch nope-1" in missing.stderr
+    assert "1 open, 1 done, 0 failed" in run_cli("events", state=state).stdout

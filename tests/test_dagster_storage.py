@@ -206,3 +206,47 @@ def test_the_shipped_instance_and_the_readme_quote_the_same_figures() -> None:
     assert figures, comment
     for figure in figures:
         assert f"{figure} on them" in readme or f"one {figure}" in readme, (figure, "not in the README's Configuration section")
+
+
+def test_the_monitored_launcher_finds_a_dead_run_worker() -> None:
+    """Run monitoring asks the launcher whether a STARTED run's worker lives: a killed one (a zombie
+    included) is FAILED, a live one RUNNING, one it cannot see (another host, no pid yet) RUNNING."""
+    import json
+    import time
+
+    from dagster._core.events import EngineEventData
+    from dagster._core.launcher import WorkerStatus
+    from dagster._core.storage.tags import GRPC_INFO_TAG
+
+    from lineage_defs.dagster_storage import MonitoredRunLauncher, process_alive
+
+    @dg.asset
+    def one() -> int:
+        return 1
+
+    overrides = {"run_launcher": {"module": "lineage_defs.dagster_storage", "class": "MonitoredRunLauncher"}}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        assert isinstance(instance.run_launcher, MonitoredRunLauncher) and instance.run_launcher.supports_check_run_worker_health
+        run = instance.get_run_by_id(dg.materialize([one], instance=instance).run_id)
+        assert run is not None
+        check = instance.run_launcher.check_run_worker_health
+        assert check(run).status == WorkerStatus.RUNNING  # launched in-process here: no code server, not checked
+        instance.add_run_tags(run.run_id, {GRPC_INFO_TAG: json.dumps({"host": "localhost", "port": 4266})})
+        run = instance.get_run_by_id(run.run_id)
+        assert check(run).status == WorkerStatus.RUNNING  # no worker recorded yet
+
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            instance.report_engine_event(f"Started process for run (pid: {worker.pid}).", run, EngineEventData.in_process(worker.pid))
+            assert check(run).status == WorkerStatus.RUNNING
+            worker.kill()
+            time.sleep(0.3)
+            assert not process_alive(worker.pid, time.time())  # a zombie until reaped: dead all the same
+            result = check(run)
+            assert result.status == WorkerStatus.FAILED and f"pid {worker.pid}" in (result.msg or "")
+        finally:
+            worker.kill()
+            worker.wait()
+        assert not process_alive(os.getpid(), time.time() - 3600), "a pid that started after the worker did is another process"
+        instance.add_run_tags(run.run_id, {GRPC_INFO_TAG: json.dumps({"host": "10.1.2.3", "port": 4266})})
+        assert check(instance.get_run_by_id(run.run_id)).status == WorkerStatus.RUNNING  # another host's worker: never failed from here

@@ -30,7 +30,7 @@ def test_sources() -> None:
             raw_value(source, **kw)
 
 
-@pytest.mark.parametrize("value", ["../etc", "a/b", "a'b", 'a"b', "x\x00", "line\nbreak", "", " lead", "x" * 129, "..", "a..b", "ü"])
+@pytest.mark.parametrize("value", ["../etc", "a/b", "a'b", 'a"b', "x\x00", "line\nbreak", "", " lead", "x" * 129, "..", "a..b", "ü", "abc\n", "abc\r", "abc\n\n"])
 def test_hostile_values_are_refused(value: str) -> None:
     with pytest.raises(PartitionValueError):
         check_safe(value)
@@ -56,3 +56,38 @@ def test_default_sources() -> None:
     assert default_source(Partitioning("daily"), None) == "timestamp"
     assert default_source(Partitioning("dynamic", key="$.region"), None) == "json:$.region"
     assert default_source(Partitioning("daily"), "json:$.day") == "json:$.day"
+
+
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        (b'{"day": ' + b"[" * 3000 + b"]" * 3000 + b"}", "nested deeper than 64"),  # once a RecursionError out of every tick
+        (b"[" * 100 + b"]" * 100, "nested deeper than 64"),
+        (b'{"day": NaN}', "NaN is not JSON"),
+        (b'{"day": Infinity}', "Infinity is not JSON"),
+        ('{"day": "2025-01-02"}'.encode("utf-16"), "not UTF-8"),
+        (b'\xef\xbb\xbf{"day": "2025-01-02"}', "byte-order mark"),
+    ],
+)
+def test_a_value_that_is_not_strict_json_gives_no_partition(value: bytes, why: str) -> None:
+    with pytest.raises(PartitionValueError, match=why):
+        raw_value("json:$.day", value=value)
+
+
+def test_json_nested_at_the_limit_is_read() -> None:
+    from lineage_defs.events.payload import depth, parse_json
+
+    doc = parse_json(b'{"day": "2025-01-02", "x": ' + b"[" * 63 + b"]" * 63 + b"}")
+    assert doc["day"] == "2025-01-02" and depth(doc, 64) == 64
+    assert raw_value("json:$.day", value=b'{"day": 20250102}') == "20250102"
+
+
+def test_the_kafka_partition_function_turns_any_failure_into_a_reason() -> None:
+    """Whatever a message holds, the drain gets (None, reason) — never an exception that stalls the topic."""
+    from lineage_defs.triggers.kafka.sensor import partition_function
+
+    of = partition_function("json:$.region", DynamicPartitionsDefinition(name="x"))
+    assert of(None, b'{"region": "eu"}', [], 0) == ("eu", None)
+    for value in (b"[" * 100_000, b'{"region": "abc\n"}', None, b"\x00\xff", b'{"region": {"deep": [1]}}'):
+        key, reason = of(None, value, [], 0)
+        assert key is None and reason and reason.startswith("partition_from=json:$.region: "), (value[:20] if value else value, reason)

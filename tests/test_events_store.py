@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lineage_defs.events.store import EventStore, NewEvent
+from lineage_defs.events.store import BatchStatus, EventStore, NewEvent
 
 
 def msg(p: int, o: int, pkey: str | None = None, error: str | None = None) -> NewEvent:
@@ -17,7 +17,7 @@ def test_messages_are_stored_once_and_positions_advance(tmp_path: Path) -> None:
         assert s.add_messages("kafka:a:t", [msg(0, o) for o in range(3, 8)]) == 3  # 3 and 4 again: ignored
         assert s.positions("kafka:a:t") == {0: 8, 1: 1}
         assert s.add_messages("kafka:b:t", [msg(0, 0)]) == 1  # another stream keeps its own copy
-        assert s.counts("kafka:a:t") == {"events": 9, "batched": 0, "rejected": 0}
+        assert s.counts("kafka:a:t") == {"events": 9, "batched": 0, "rejected": 0, "batches_open": 0, "batches_done": 0, "batches_failed": 0}
 
 
 def test_batches_are_cut_once_per_partition_key_and_read_back_identically(tmp_path: Path) -> None:
@@ -31,9 +31,10 @@ def test_batches_are_cut_once_per_partition_key_and_read_back_identically(tmp_pa
         events = s.events(first.id)
         assert [e.offset for e in events] == [0, 2]
         assert events[0].as_dict() == {"key": "k", "value": '{"o": 0}', "headers": {"h": "v"}, "timestamp": 1000, "topic": "t", "partition": 0, "offset": 0}
-        assert s.rejected("k") == (1, ["bad partition"])
+        n, (rejected,) = s.rejected("k")
+        assert (n, rejected.dedupe, rejected.reason) == (1, "0:7", "bad partition")
         assert [b.id for b in s.open_batches("k")] == [b.id for b in batches]
-        s.mark_requested([first.id])
+        s.settle(done=[first.id])
         assert first.id not in [b.id for b in s.open_batches("k")]
     with EventStore(path) as again:  # another connection (another process) sees the same batch
         assert again.events(first.id) == events
@@ -53,10 +54,53 @@ def test_old_batches_are_pruned_with_their_events(tmp_path: Path) -> None:
     with EventStore(tmp_path / "e.sqlite") as s:
         s.add_messages("k", [msg(0, o) for o in range(4)])
         (b,) = s.cut_batches("k", max_batch=10)
-        assert s.old_batches("k", created_before=10**12) == []  # no run known yet: never pruned
-        s.mark_requested([b.id])
+        assert s.old_batches("k", created_before=10**12) == []  # no run succeeded yet: never pruned
+        assert s.prune([b.id]) == 0 and s.batch(b.id) is not None  # not even when asked to
+        s.settle(done=[b.id])
         assert s.old_batches("k", created_before=0) == []  # not old enough
         assert s.old_batches("k", created_before=10**12) == [b.id]
         assert s.prune([b.id]) == 4
         assert s.events(b.id) == [] and s.batch(b.id) is None
         assert s.add_messages("k", [msg(0, 1)]) == 1 and s.positions("k") == {0: 4}  # the position stays
+
+
+def test_a_batch_stays_open_until_settled_and_a_failed_one_can_be_replayed(tmp_path: Path) -> None:
+    with EventStore(tmp_path / "e.sqlite") as s:
+        s.add_messages("k", [msg(0, o) for o in range(6)])
+        a, b, c = s.cut_batches("k", max_batch=2)
+        s.settle(done=[a.id], failed={b.id: "3 runs failed"})
+        assert [x.id for x in s.open_batches("k")] == [c.id]
+        failed = s.batch(b.id)
+        assert failed is not None and (failed.status, failed.reason, failed.replay) == (BatchStatus.FAILED, "3 runs failed", 0)
+        assert [x.id for x in s.batches("k", BatchStatus.FAILED)] == [b.id]
+        again = s.replay(b.id)
+        assert again is not None and (again.status, again.reason, again.replay) == (BatchStatus.OPEN, None, 1)
+        assert s.replay(a.id).status is BatchStatus.DONE  # type: ignore[union-attr]  # a done batch stays done
+        assert s.replay("nope") is None
+        assert s.counts("k")["batches_open"] == 2 and s.counts("k")["batches_done"] == 1
+        s.settle(failed={a.id: "late"})  # a done batch never fails afterwards
+        assert s.batch(a.id).status is BatchStatus.DONE  # type: ignore[union-attr]
+
+
+def test_the_store_file_is_private_and_an_old_store_is_migrated(tmp_path: Path) -> None:
+    import sqlite3
+    import stat
+
+    path = tmp_path / "events" / "e.sqlite"
+    path.parent.mkdir()
+    old = sqlite3.connect(path)  # a store as the previous version made it: `requested` instead of a status
+    old.executescript(
+        "CREATE TABLE batches (id TEXT PRIMARY KEY, stream TEXT NOT NULL, partition_key TEXT, n INTEGER NOT NULL, created REAL NOT NULL, requested INTEGER NOT NULL DEFAULT 0);"
+        "INSERT INTO batches VALUES ('x-1', 'k', NULL, 3, 1.0, 1);"
+    )
+    old.commit()
+    old.close()
+    with EventStore(path) as s:
+        (b,) = s.open_batches("k")  # "had a run" is not "succeeded": open until the sensor settles it
+        assert (b.id, b.status, b.size) == ("x-1", BatchStatus.OPEN, 3)
+    fresh = tmp_path / "new" / "events.sqlite"
+    with EventStore(fresh) as s:
+        s.add("w", [NewEvent("1", b"{}")])
+    for f in fresh.parent.iterdir():
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+    assert stat.S_IMODE(fresh.parent.stat().st_mode) == 0o700

@@ -269,6 +269,11 @@ def _one(line: str, language: str = "duckdb") -> AnnotationError:
         ("on kafka topic=o max_batch=many", 31, "'many' is not a whole number — write e.g. 100"),
         ("on kafka", 12, "'on kafka' needs topic= — write on kafka topic=orders"),
         ("on webhook name=", 15, "'name' needs a value — write name=<value>"),
+        # hook names are their own URL path and map one-to-one to LINEAGE_WEBHOOK_*_<NAME>
+        ("on webhook name=pay-eu", 20, "bad webhook name 'pay-eu' — use lower-case letters, digits and _ only, e.g. name=pay_eu (its credentials: LINEAGE_WEBHOOK_TOKEN_PAY_EU)"),
+        ("on webhook name=pay.eu", 20, "bad webhook name 'pay.eu' — use lower-case letters, digits and _ only, e.g. name=pay_eu (its credentials: LINEAGE_WEBHOOK_TOKEN_PAY_EU)"),
+        ("on webhook name=a/b", 20, "bad webhook name 'a/b' — use lower-case letters, digits and _ only, e.g. name=a_b (its credentials: LINEAGE_WEBHOOK_TOKEN_A_B)"),
+        ("on webhook name=Pay_EU", 20, "bad webhook name 'Pay_EU' — use lower-case letters, digits and _ only, e.g. name=pay_eu (its credentials: LINEAGE_WEBHOOK_TOKEN_PAY_EU)"),
         ("retry 3 backoff=quadratic", 20, "bad value 'quadratic' — use one of exponential"),
         ("mute all of_them", 13, "'mute' takes one URI — write one mute line per asset"),
         ("mute", 8, "missing asset URI — write e.g. ducklake://main/orders"),

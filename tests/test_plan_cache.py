@@ -1,4 +1,5 @@
-"""The parse cache: warm loads equal cold ones, only changed files are parsed again, corrupt caches are cold starts, no sqlglot when warm."""
+"""The plan cache: warm loads equal cold ones, only changed files are analysed again, corrupt or tampered caches are cold starts
+(the cache holds analysis only: headers come from the files, runs execute the files), no sqlglot when warm."""
 
 from __future__ import annotations
 
@@ -60,11 +61,13 @@ def test_warm_load_equals_cold_load(pipelines: Path, tmp_path: Path, calls: dict
     cold = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert len(cold.steps) == 15 and not cold.errors
     assert (cache / f"{CACHE_VERSION}.json").is_file()
-    n_parsed = sum(calls["parse"].values())
-    assert n_parsed == 17  # every script, the macro library and the custom test included
+    assert sum(calls["parse"].values()) == 17  # every script, the macro library and the custom test included
+    n_analysed = sum(calls["analyze"].values())
+    assert n_analysed == 15  # the steps' bodies (not the macro library's, not the custom test's)
 
     warm = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
-    assert sum(calls["parse"].values()) == n_parsed, "a warm load parsed again"
+    assert sum(calls["analyze"].values()) == n_analysed, "a warm load analysed again"
+    assert sum(calls["parse"].values()) == 2 * 17, "headers come from the files on every load, never from the cache"
     assert_same(cold, warm)
     assert_same(cold, load_project(pipelines))
 
@@ -78,14 +81,13 @@ def test_changing_one_file_reparses_only_that_file(pipelines: Path, tmp_path: Pa
         c.clear()
 
     after = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
-    assert calls["parse"] == Counter({"shop/products.sql": 1})
     assert calls["analyze"] == Counter({"shop/products.sql": 1})
     assert_same(after, load_project(pipelines))  # nothing stale from the cache
 
     for c in calls.values():
         c.clear()
     load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
-    assert not calls["parse"] and not calls["analyze"]
+    assert not calls["analyze"]
 
 
 @pytest.mark.parametrize(
@@ -97,8 +99,10 @@ def test_changing_one_file_reparses_only_that_file(pipelines: Path, tmp_path: Pa
         b'["a", "list"]',
         b"null",
         pickle.dumps({"k": 1}),
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"version": "plan-v5", "entries": {"k": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}",
     ],
-    ids=["empty", "garbage", "truncated", "foreign-list", "foreign-none", "a-pickle"],
+    ids=["empty", "garbage", "truncated", "foreign-list", "foreign-none", "a-pickle", "deep-nesting", "deep-entry"],
 )
 def test_corrupt_cache_is_treated_as_empty(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]], content: bytes) -> None:
     cache = tmp_path / "cache"
@@ -106,13 +110,13 @@ def test_corrupt_cache_is_treated_as_empty(pipelines: Path, tmp_path: Path, call
     (cache / f"{CACHE_VERSION}.json").write_bytes(content)
     project = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert_same(project, load_project(pipelines))
-    assert sum(calls["parse"].values()) == 2 * 17  # everything parsed, twice: the corrupt cache held nothing
+    assert sum(calls["analyze"].values()) == 2 * 15  # every step analysed, twice: the corrupt cache held nothing
 
     # and it was replaced by a good one
     for c in calls.values():
         c.clear()
     assert_same(load_project(pipelines, LineageSettings(state_dir=str(cache.parent))), project)
-    assert not calls["parse"]
+    assert not calls["analyze"]
 
 
 _LOAD = """
@@ -183,9 +187,75 @@ def test_an_entry_of_the_wrong_shape_is_a_miss(pipelines: Path, tmp_path: Path, 
     data = json.loads(path.read_text())
     key = next(iter(data["entries"]))
     entry = data["entries"][key]
-    entry[0][0] = 42  # the header's path: a number where a string belongs
+    entry[0] = 42  # the reads: a number where a list belongs
     path.write_text(json.dumps(data))
     for c in calls.values():
         c.clear()
     assert_same(load_project(pipelines, LineageSettings(state_dir=str(cache.parent))), good)
-    assert sum(calls["parse"].values()) == 1  # only the damaged entry was parsed again
+    assert sum(calls["analyze"].values()) == 1  # only the damaged entry was analysed again
+
+
+def _tamper(cache: Path, edit: object) -> None:
+    """Apply ``edit(entry)`` to every entry of the plan cache (what someone with write access to the state dir could do)."""
+    path = cache / f"{CACHE_VERSION}.json"
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        edit(entry)  # type: ignore[operator]
+    path.write_text(json.dumps(data))
+
+
+def test_an_edited_cache_changes_neither_what_a_step_checks_nor_what_it_runs(pipelines: Path, tmp_path: Path) -> None:
+    """The header (target, data tests) is never cached; cached statements that are not the file's own are not used."""
+    import dataclasses
+
+    from lineage_defs.plan.spec import Analysis, Statement
+    from lineage_defs.plan.codec import decode, encode
+
+    cache = tmp_path / "cache"
+    good = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
+    planted = "DROP TABLE lake.main.orders"
+
+    def edit(entry: object) -> None:
+        a = decode(entry, Analysis)
+        statements = tuple(dataclasses.replace(st, sql=planted) for st in a.statements) or (Statement(planted, 1, "drop"),)
+        entry[:] = encode(dataclasses.replace(a, statements=statements, reads=()), Analysis)  # type: ignore[index]
+
+    _tamper(cache, edit)
+    again = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
+    assert_same(again, good)
+    assert not any(planted in st.sql for s in again.steps for st in getattr(s, "statements", ()))
+    orders = next(s for s in again.steps if s.path == "shop/orders.sql")
+    assert orders.tests == next(s for s in good.steps if s.path == "shop/orders.sql").tests and orders.tests  # type: ignore[union-attr]
+
+
+def test_a_run_executes_the_script_file_it_was_planned_from(pipelines: Path, tmp_path: Path) -> None:
+    import dataclasses
+
+    from lineage_defs.errors import RunError
+    from lineage_defs.plan.spec import Statement
+    from lineage_defs.run.script import checked_step
+
+    settings = LineageSettings(state_dir=str(tmp_path / "state"), pipelines_dir=str(pipelines))
+    project = load_project(pipelines, settings)
+    step = next(s for s in project.steps if s.path == "shop/products.sql")
+    forged = dataclasses.replace(step, statements=(Statement("DROP TABLE lake.main.orders", 1, "drop"),))  # type: ignore[type-var]
+    assert checked_step(settings, forged).statements == step.statements  # the file's statements, whatever the plan held
+    (pipelines / step.path).write_text((pipelines / step.path).read_text() + "\n-- edited after the load\n")
+    with pytest.raises(RunError) as e:
+        checked_step(settings, step)
+    assert "changed after this run's code location was loaded" in e.value.message and e.value.location.path == step.path  # type: ignore[union-attr]
+
+
+def test_state_files_are_private(pipelines: Path, tmp_path: Path) -> None:
+    import stat
+
+    from lineage_defs.plan.schemas import captured_schemas, record_schema
+
+    cache = tmp_path / "cache"
+    settings = LineageSettings(state_dir=str(cache.parent))
+    load_project(pipelines, settings)
+    record_schema(settings, "ducklake://main/orders", [("order_id", "BIGINT")])
+    captured_schemas(settings)
+    files = [cache / f"{CACHE_VERSION}.json", cache / "schemas-index.json", *settings.schemas_dir.glob("*.json")]
+    assert len(files) == 3
+    assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in files} == {f.name: 0o600 for f in files}

@@ -69,6 +69,22 @@ def test_two_steps_claiming_one_hook_is_a_check_error(tmp_path: Path) -> None:
         build_definitions(root, settings=LineageSettings(state_dir=str(tmp_path / "state")))
 
 
+def test_hook_names_are_unique_after_mapping_and_bad_ones_are_located(tmp_path: Path) -> None:
+    """`pay-eu`, `pay_eu` and `pay.eu` once all took LINEAGE_WEBHOOK_TOKEN_PAY_EU: now only `pay_eu` is a name,
+    and default names (the step's, lower-cased) that meet are a located error too."""
+    steps = {
+        "p/Pay.sql": "-- pipeline\n-- on webhook\n-- materialize duckdb://warehouse/a\nSELECT 1 AS x\n",
+        "p/pay.sql": "-- pipeline\n-- on webhook\n-- materialize duckdb://warehouse/b\nSELECT 1 AS x\n",
+        "p/c.sql": "-- pipeline\n-- on webhook name=pay-eu\n-- materialize duckdb://warehouse/c\nSELECT 1 AS x\n",
+        "p/d.sql": "-- pipeline\n-- on webhook name=pay_eu\n-- materialize duckdb://warehouse/d\nSELECT 1 AS x\n",
+    }
+    errors = sorted(e.headline() for e in load_project(write(tmp_path / "pipes", steps)).errors)
+    assert errors == [
+        "p/c.sql:2:20: bad webhook name 'pay-eu' — use lower-case letters, digits and _ only, e.g. name=pay_eu (its credentials: LINEAGE_WEBHOOK_TOKEN_PAY_EU)",
+        "p/pay.sql:2:4: webhook 'p__pay' is declared twice (also by p/Pay.sql) — give one of them another name= (each hook feeds one step)",
+    ]
+
+
 def test_the_example_defines_its_sensors_and_schedules(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
     defs = build_definitions(example, settings=LineageSettings(state_dir=str(tmp_path / "state")))

@@ -12,9 +12,7 @@ import concurrent.futures
 import hashlib
 import hmac
 import json
-import os
 import socket
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -24,9 +22,8 @@ from typing import Any
 
 import pytest
 
-from services import VENV_BIN, Daemon, Supervised, wait_for, wait_port
+from services import Daemon, Receiver, wait_for
 from triggers_support import finished, reexecute, runs, stored, table_rows, write_steps
-from webserver import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -59,22 +56,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("webhooks-e2e")
     pipelines = write_steps(tmp / "pipelines", STEPS)
     state = tmp / "state"
-    port = free_port()
     env = {
-        **os.environ,
-        "LINEAGE_PIPELINES_DIR": str(pipelines),
-        "LINEAGE_STATE_DIR": str(state),
         "LINEAGE_WEBHOOK_TOKEN_ORDERS": TOKEN,
         "LINEAGE_WEBHOOK_SECRET_ORDERS": SECRET,
         "LINEAGE_WEBHOOK_SECRET_REGIONS": REGION_SECRET,
         "LINEAGE_WEBHOOK_MAX_BYTES": "4096",
     }
-    receiver = Supervised([str(VENV_BIN / "lineage-defs"), "webhooks", "serve", "--port", str(port)], tmp, env, tmp / "receiver.log")
+    receiver = Receiver(tmp, pipelines, state, env)
     receiver.start()
-    wait_port(port, 60, receiver.alive)
     daemon = Daemon(tmp, pipelines, state)
     try:
-        yield {"tmp": tmp, "state": state, "url": f"http://127.0.0.1:{port}", "port": port, "receiver": receiver, "daemon": daemon, "pipelines": pipelines}
+        yield {"tmp": tmp, "state": state, "url": receiver.url, "port": receiver.port, "receiver": receiver, "daemon": daemon, "pipelines": pipelines}
     finally:
         daemon.stop()
         receiver.stop()
@@ -183,7 +175,6 @@ def test_posts_become_rows_once_across_duplicates_daemon_kill_and_reexecution(wo
     daemon.kill()
     receiver.kill()  # the receiver dies too: what it answered 202 for is on disk
     receiver.start()
-    wait_port(world["port"], 60, receiver.alive)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         more = dict(pool.map(send, range(150, 250)))
         again = dict(pool.map(send, range(140, 160)))

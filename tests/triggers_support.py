@@ -98,3 +98,12 @@ def reexecute(instance: Any, run_id: str, workspace: Path, env: dict[str, str]) 
                     return str(new.run_id)
                 time.sleep(0.5)
             raise AssertionError(f"re-execution {new.run_id} did not finish")
+
+
+def skip_reasons(instance: Any, sensor: str, limit: int = 5) -> list[str]:
+    """The latest ticks' skip reasons of a sensor (newest first)."""
+    states = [s for s in instance.all_instigator_state() if s.name == sensor]
+    if not states:
+        return []
+    ticks = instance.get_ticks(states[0].instigator_origin_id, states[0].selector_id, limit=limit)
+    return [t.skip_reason for t in ticks if t.skip_reason]

@@ -41,6 +41,7 @@ from lineage_defs.run.events import RunBatch, load_batch, write_events_file
 from lineage_defs.run.inputs import Missing, build_first, missing_after_process, not_there_yet
 from lineage_defs.run.observe import observe
 from lineage_defs.run.ranges import run_windows
+from lineage_defs.run.script import checked_text, script_path
 from lineage_defs.settings import LineageSettings
 
 
@@ -240,7 +241,8 @@ class StepRun:
         if len(self.wins) != 1:
             raise RunError("Python and Bash steps run one partition per run", Location(step.path), "launch the backfill with one run per partition")
         window = self.wins[0]
-        script = Path(settings.pipelines_dir) / step.path
+        checked_text(settings, step)  # the process runs the file the step was planned from
+        script = script_path(settings, step)
         target = resolve_token(step.uri, window)
         with tempfile.TemporaryDirectory(prefix="lineage-step-") as tmp:
             result_file, error_file = Path(tmp) / "result.json", Path(tmp) / "error.json"

@@ -92,7 +92,7 @@ class _SqlCache:
             try:
                 loaded = json.loads(path.read_text())
                 self.entries = loaded if isinstance(loaded, dict) else {}
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 self.entries = {}
 
     def save(self) -> None:

@@ -15,8 +15,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lineage_defs.events.payload import PayloadError, parse_json
+
 MAX_LEN = 128
-_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+=-]*$")
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+=-]*")  # whole string: fullmatch, never `$` (it matches before a final newline)
 _PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[\"([^\"]*)\"\]|\['([^']*)'\]")
 
 
@@ -87,9 +89,9 @@ def raw_value(
         if value is None:
             raise PartitionValueError("the event has no value to read JSON from")
         try:
-            doc = json.loads(value)
-        except ValueError as e:
-            raise PartitionValueError(f"the event's value is not JSON ({e})") from e
+            doc = parse_json(value)
+        except PayloadError as e:
+            raise PartitionValueError(f"the event's value is not usable JSON: {e}") from None
         try:
             found = json_path(doc, source[len("json:"):])
         except KeyError:
@@ -118,7 +120,7 @@ def check_safe(value: str) -> str:
         raise PartitionValueError("the partition value is empty")
     if len(value) > MAX_LEN:
         raise PartitionValueError(f"the partition value {shown}… is longer than {MAX_LEN} characters")
-    if ".." in value or not _SAFE.match(value):
+    if ".." in value or not _SAFE.fullmatch(value):
         raise PartitionValueError(
             f"the partition value {shown} holds characters a partition key may not have "
             "(allowed: letters, digits and _ . : @ + = -, starting with a letter or digit; no '..')"

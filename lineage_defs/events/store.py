@@ -1,22 +1,33 @@
 """The durable store between a trigger and its runs: SQLite in WAL mode under the state dir.
 
-Three kinds of process share it — the webhook receiver (writes events), the
-sensors in the Dagster code server (write Kafka events, cut batches) and the
-runs (read their batch) — so it is a store built for several processes:
+Three kinds of process share it — the receivers (write events), the sensors
+in the Dagster code server (write Kafka events, cut batches, settle them) and
+the runs (read their batch) — so it is a store built for several processes:
 SQLite in WAL mode (readers never block the writer, one writer at a time,
 ``busy_timeout`` for the rest), ``synchronous=FULL`` so a commit is on disk
-before anyone is told so.
+before anyone is told so. The file is created ``0600``: it holds payloads.
 
-The exactly-once chain (SPEC section 6):
+``EventStore`` is the whole interface; another backend (PostgreSQL for
+scale-out) implements the same methods with the same guarantees:
 
-1. an event is stored once: ``UNIQUE(stream, dedupe)`` where ``dedupe`` is
+1. **An event is stored once.** ``UNIQUE(stream, dedupe)``: ``dedupe`` is
    ``<partition>:<offset>`` for a Kafka message (a message consumed again
-   after a crash is ignored) or the ``Idempotency-Key`` of a webhook post;
-2. events are cut into batches in one transaction: each event belongs to at
-   most one batch, and a batch never changes (re-execution reads the same
-   rows);
-3. a batch id is the run key of its run, and the managed write records the
-   id in the target in the same transaction as the data (``run.write``).
+   after a crash is ignored) or the ``Idempotency-Key`` of a webhook post.
+   ``add``/``add_messages`` commit before they return (the source is
+   acknowledged after that, never before).
+2. **An event that cannot run is kept, not lost.** An event stored with an
+   ``error`` (no usable partition value, JSON too deep, …) is *rejected*: it
+   is never batched, and ``rejected`` lists it with its reason.
+3. **A batch never changes.** ``cut_batches`` puts every open event into at
+   most one batch, in one transaction; ``events(batch)`` returns the same rows
+   every time (a re-execution sees what the first run saw).
+4. **A batch is open until a run of it succeeded.** Its ``status`` is
+   ``open`` until the sensor ``settle``s it ``done`` (a run succeeded) or
+   ``failed`` (its attempts ran out, with the reason); ``replay`` opens a
+   failed batch again. Only ``done`` batches are ever ``prune``d.
+5. A batch id is the run key of its first run and is recorded by the managed
+   write in the target, in the same transaction as the data (``run.write``):
+   a run of a batch already written writes nothing.
 
 No Dagster import: the receiver and the run layer use this module too.
 """
@@ -28,9 +39,10 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -71,15 +83,28 @@ CREATE TABLE IF NOT EXISTS batches (
     partition_key TEXT,
     n INTEGER NOT NULL,
     created REAL NOT NULL,
-    requested INTEGER NOT NULL DEFAULT 0
+    status TEXT NOT NULL DEFAULT 'open',
+    replay INTEGER NOT NULL DEFAULT 0,
+    reason TEXT,
+    settled REAL
 );
-CREATE INDEX IF NOT EXISTS batches_open ON batches (stream) WHERE requested = 0;
 """
+# Columns a store made by an earlier version lacks (its `requested` flag said "has a run",
+# not "succeeded": every batch starts open and the sensor settles it again).
+_ADDED = {"status": "TEXT NOT NULL DEFAULT 'open'", "replay": "INTEGER NOT NULL DEFAULT 0", "reason": "TEXT", "settled": "REAL"}
+_INDEXES = "CREATE INDEX IF NOT EXISTS batches_by_status ON batches (stream, status)"
 
 
-@dataclass(frozen=True)
-class Event:
-    """One stored event as a run sees it (SPEC section 6's columns)."""
+class BatchStatus(StrEnum):
+    """Where a batch is on its way to the target (guarantee 4)."""
+
+    OPEN = "open"  # no run of it has succeeded yet
+    DONE = "done"  # a run of it succeeded
+    FAILED = "failed"  # its attempts ran out; ``replay`` opens it again
+
+
+class Event(NamedTuple):
+    """One stored event as a run sees it (SPEC section 6's columns). A tuple: a run reads 10⁵ of them at once."""
 
     key: bytes | None
     value: bytes | None
@@ -123,6 +148,25 @@ class Batch:
     stream: str
     partition_key: str | None
     size: int
+    status: BatchStatus = BatchStatus.OPEN
+    replay: int = 0  # how often it was replayed (each replay is a fresh series of attempts)
+    reason: str | None = None  # why it failed
+    created: float = 0.0
+
+
+class Rejected(NamedTuple):
+    """A stored event that will never run, and why."""
+
+    seq: int
+    dedupe: str  # Kafka: ``<partition>:<offset>``; webhook: the idempotency key or a uuid
+    reason: str
+
+
+_BATCH_COLUMNS = "id, stream, partition_key, n, status, replay, reason, created"
+
+
+def _batch(r: Sequence[Any]) -> Batch:
+    return Batch(str(r[0]), str(r[1]), r[2], int(r[3]), BatchStatus(r[4]), int(r[5]), r[6], float(r[7]))
 
 
 def _text(b: bytes | None) -> str | None:
@@ -139,7 +183,7 @@ class EventStore:
 
     def __init__(self, path: str | os.PathLike[str], *, durable: bool = True, timeout: float = 60.0) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)
         # isolation_level=None: transactions are ours (BEGIN IMMEDIATE takes the write lock up front)
         self.conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode=WAL")
@@ -150,6 +194,11 @@ class EventStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     self.conn.execute(statement)
+            have = {str(r[1]) for r in self.conn.execute("PRAGMA table_info(batches)")}
+            for column, decl in _ADDED.items():
+                if column not in have:
+                    self.conn.execute(f"ALTER TABLE batches ADD COLUMN {column} {decl}")
+            self.conn.execute(_INDEXES)
             row = self.conn.execute("SELECT v FROM meta WHERE k = 'store_id'").fetchone()
             if row is None:
                 # Batch ids carry the store's id: a store deleted and made anew never
@@ -263,60 +312,98 @@ class EventStore:
         return made
 
     def open_batches(self, stream: str, limit: int = 1000) -> list[Batch]:
-        """Batches not yet known to have a run, oldest first."""
+        """Batches no run has succeeded for yet (and not given up), oldest first."""
         rows = self.conn.execute(
-            "SELECT id, stream, partition_key, n FROM batches WHERE stream = ? AND requested = 0 ORDER BY rowid LIMIT ?",
-            (stream, limit),
+            f"SELECT {_BATCH_COLUMNS} FROM batches WHERE stream = ? AND status = 'open' ORDER BY rowid LIMIT ?", (stream, limit)
         ).fetchall()
-        return [Batch(str(r[0]), str(r[1]), r[2], int(r[3])) for r in rows]
+        return [_batch(r) for r in rows]
 
-    def mark_requested(self, ids: Iterable[str]) -> None:
-        ids = list(ids)
-        if ids:
-            with self.transaction() as c:
-                c.executemany("UPDATE batches SET requested = 1 WHERE id = ?", [(i,) for i in ids])
+    def settle(self, done: Iterable[str] = (), failed: Mapping[str, str] | None = None) -> None:
+        """Record that a run of each of ``done`` succeeded, and that each of ``failed`` ran out of attempts (id → reason)."""
+        done, failed = list(done), dict(failed or {})
+        if not done and not failed:
+            return
+        now = time.time()
+        with self.transaction() as c:
+            c.executemany("UPDATE batches SET status = 'done', reason = NULL, settled = ? WHERE id = ?", [(now, i) for i in done])
+            c.executemany("UPDATE batches SET status = 'failed', reason = ?, settled = ? WHERE id = ? AND status = 'open'", [(r, now, i) for i, r in failed.items()])
+
+    def replay(self, batch_id: str) -> Batch | None:
+        """Open a batch again for a fresh series of attempts (``lineage-defs events replay``); None if there is no such batch."""
+        with self.transaction() as c:
+            c.execute("UPDATE batches SET status = 'open', replay = replay + 1, reason = NULL, settled = NULL WHERE id = ? AND status != 'done'", (batch_id,))
+        return self.batch(batch_id)
 
     def batch(self, batch_id: str) -> Batch | None:
-        r = self.conn.execute("SELECT id, stream, partition_key, n FROM batches WHERE id = ?", (batch_id,)).fetchone()
-        return Batch(str(r[0]), str(r[1]), r[2], int(r[3])) if r else None
+        r = self.conn.execute(f"SELECT {_BATCH_COLUMNS} FROM batches WHERE id = ?", (batch_id,)).fetchone()
+        return _batch(r) if r else None
+
+    def batches(self, stream: str, status: BatchStatus | None = None, limit: int = 20) -> list[Batch]:
+        """The stream's batches, newest first (optionally of one status): for listings."""
+        where, args = ("AND status = ?", (stream, status.value, limit)) if status else ("", (stream, limit))
+        rows = self.conn.execute(f"SELECT {_BATCH_COLUMNS} FROM batches WHERE stream = ? {where} ORDER BY rowid DESC LIMIT ?", args).fetchall()
+        return [_batch(r) for r in rows]
 
     def events(self, batch_id: str) -> list[Event]:
         """The batch's events in arrival order: the same rows every time it is read."""
         rows = self.conn.execute(
             "SELECT key, value, headers, ts, topic, kpartition, koffset FROM events WHERE batch = ? ORDER BY seq", (batch_id,)
         ).fetchall()
-        return [Event(r[0], r[1], tuple((str(k), v) for k, v in json.loads(r[2])) if r[2] else (), r[3], r[4], r[5], r[6]) for r in rows]
+        return [Event(k, v, tuple((str(a), b) for a, b in json.loads(h)) if h else (), ts, t, p, o) for k, v, h, ts, t, p, o in rows]
 
     def old_batches(self, stream: str, created_before: float, limit: int = 200) -> list[str]:
-        """Batches with a run, cut before ``created_before``: candidates for ``prune``."""
+        """Done batches cut before ``created_before``: what ``prune`` may delete."""
         rows = self.conn.execute(
-            "SELECT id FROM batches WHERE stream = ? AND requested = 1 AND created < ? ORDER BY rowid LIMIT ?", (stream, created_before, limit)
+            "SELECT id FROM batches WHERE stream = ? AND status = 'done' AND created < ? ORDER BY rowid LIMIT ?", (stream, created_before, limit)
         ).fetchall()
         return [str(r[0]) for r in rows]
 
     def prune(self, batch_ids: Iterable[str]) -> int:
-        """Delete these batches and their events (the caller knows their runs succeeded); returns events deleted."""
+        """Delete these done batches and their events; returns events deleted (a batch not done is kept)."""
         ids = [(i,) for i in batch_ids]
         if not ids:
             return 0
         with self.transaction() as c:
             before = c.total_changes
-            c.executemany("DELETE FROM events WHERE batch = ?", ids)
+            c.executemany("DELETE FROM events WHERE batch = ?1 AND EXISTS (SELECT 1 FROM batches WHERE id = ?1 AND status = 'done')", ids)
             deleted = c.total_changes - before
-            c.executemany("DELETE FROM batches WHERE id = ?", ids)
+            c.executemany("DELETE FROM batches WHERE id = ? AND status = 'done'", ids)
         return deleted
 
-    def rejected(self, stream: str, limit: int = 5) -> tuple[int, list[str]]:
-        """How many stored events of the stream cannot run (bad partition value), with sample reasons."""
+    # -- listings ---------------------------------------------------------------
+    def streams(self) -> list[str]:
+        """Every stream with an event or a batch."""
+        rows = self.conn.execute("SELECT DISTINCT stream FROM events UNION SELECT DISTINCT stream FROM batches ORDER BY 1").fetchall()
+        return [str(r[0]) for r in rows]
+
+    def rejected(self, stream: str, limit: int = 5) -> tuple[int, list[Rejected]]:
+        """How many stored events of the stream will never run, with the latest of them and their reasons."""
         n = self.conn.execute("SELECT count(*) FROM events WHERE stream = ? AND error IS NOT NULL", (stream,)).fetchone()[0]
-        rows = self.conn.execute("SELECT error FROM events WHERE stream = ? AND error IS NOT NULL ORDER BY seq DESC LIMIT ?", (stream, limit)).fetchall()
-        return int(n), [str(r[0]) for r in rows]
+        rows = self.conn.execute(
+            "SELECT seq, dedupe, error FROM events WHERE stream = ? AND error IS NOT NULL ORDER BY seq DESC LIMIT ?", (stream, limit)
+        ).fetchall()
+        return int(n), [Rejected(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     def counts(self, stream: str) -> dict[str, int]:
-        r = self.conn.execute(
-            "SELECT count(*), count(batch), count(error) FROM events WHERE stream = ?", (stream,)
-        ).fetchone()
-        return {"events": int(r[0]), "batched": int(r[1]), "rejected": int(r[2])}
+        """Events stored, batched and rejected; batches open, done and failed."""
+        r = self.conn.execute("SELECT count(*), count(batch), count(error) FROM events WHERE stream = ?", (stream,)).fetchone()
+        out = {"events": int(r[0]), "batched": int(r[1]), "rejected": int(r[2])}
+        by = dict(self.conn.execute("SELECT status, count(*) FROM batches WHERE stream = ? GROUP BY status", (stream,)).fetchall())
+        out.update({f"batches_{s.value}": int(by.get(s.value, 0)) for s in BatchStatus})
+        return out
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` (and its folder) readable by its owner only, if it does not exist yet.
+
+    SQLite gives its ``-wal`` and ``-shm`` files the database file's mode, so
+    creating the file first covers all three.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
 
 
 def _row(stream: str, e: NewEvent) -> tuple[Any, ...]:

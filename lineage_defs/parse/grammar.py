@@ -99,7 +99,7 @@ def _on(ln: _Line, args: list[Token]) -> None:
             return
         ln.b.add("events", Kafka(str(o["topic"]), str(o.get("connection", "default")), o.get("group"), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
     elif head.text == "webhook":
-        o = ln.options(rest, {"name": ln.text, "partition_from": ln.partition_from}, what="on webhook")
+        o = ln.options(rest, {"name": ln.hook_name, "partition_from": ln.partition_from}, what="on webhook")
         if o is not None:
             ln.b.add("events", Webhook(o.get("name"), o.get("partition_from"), ln.loc()))  # type: ignore[arg-type]
     else:
@@ -524,7 +524,7 @@ _HANDLERS: dict[str, Callable[[_Line, list[Token]], None]] = {
     "freshness": _freshness,
     "retry": _retry,
     "tag": _simple("tag", _NAME, "tag finance", field="tags"),
-    "owner": _simple("owner", re.compile(r"^(team:[A-Za-z0-9_\-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$"), "owner data@shop.com or owner team:analytics", field="owners"),
+    "owner": _simple("owner", re.compile(r"^(team:[A-Za-z0-9_\-]+|[^@\s]+@[^@\s]+\.[^@\s]+)\Z"), "owner data@shop.com or owner team:analytics", field="owners"),
     "pool": _simple("pool", _NAME, "pool warehouse", singleton=True),
     "dialect": _dialect,
     "unique_key": _unique_key,

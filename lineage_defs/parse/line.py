@@ -163,11 +163,22 @@ class _Line:
             self.error(_value_at(t), e.message, e.fix)
             return None
 
+    def hook_name(self, t: Token) -> str | None:
+        """A webhook name: ``[a-z0-9_]+``, so that it is its own URL path and maps one-to-one to its variables."""
+        if not t.value or _HOOK_NAME.fullmatch(t.value):
+            return self.text(t)
+        fixed = re.sub(r"[^a-z0-9_]", "_", t.value.lower()) or "payments"
+        self.error(_value_at(t), f"bad webhook name '{t.value}'", f"use lower-case letters, digits and _ only, e.g. name={fixed} (its credentials: LINEAGE_WEBHOOK_TOKEN_{fixed.upper()})")
+        return None
+
     def partition_from(self, t: Token) -> str | None:
         if _PARTITION_FROM.match(t.value):
             return t.value
         self.error(_value_at(t), f"bad partition_from '{t.value}'", "use timestamp, key, header:<name> or json:$.path")
         return None
+
+
+_HOOK_NAME = re.compile(r"[a-z0-9_]+")
 
 
 def _options_fix(allowed: Mapping[str, object], flags: tuple[str, ...], what: str) -> str:

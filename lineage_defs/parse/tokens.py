@@ -19,18 +19,18 @@ KEYWORDS = (
 )
 ALIASES = {"test": "data_test", "unique_key": "unique_key", "append": "append"}
 PARTITION_KINDS = ("daily", "hourly", "weekly", "monthly", "dynamic")
-_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(s|m|h|d)?$")  # ASCII: \d also takes '٣'
+_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(s|m|h|d)?\Z")  # ASCII: \d also takes '٣'
 _UNITS = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 # A quote left open runs to the end of the line (one token, flagged) instead of
 # splitting into words that each get their own confusing error.
 _QUOTED = r'"(?:[^"\\]|\\.)*(?:"|\\?$)'
 _TOKEN = re.compile(rf'(?P<opt>[A-Za-z_][\w-]*=(?:{_QUOTED}|[^\s"]*))|(?P<q>{_QUOTED})|(?P<w>\S+)')
 _CLOSED = re.compile(r'"(?:[^"\\]|\\.)*"')
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+\Z")
 _URI_HINT = re.compile(r"\b(?:" + "|".join(uris.KINDS) + r")://")
-_PARTITION_FROM = re.compile(r"^(timestamp|key|header:[^\s]+|json:\$[^\s]*)$")
+_PARTITION_FROM = re.compile(r"^(timestamp|key|header:[^\s]+|json:\$[^\s]*)\Z")
 
 
 @dataclass(frozen=True)

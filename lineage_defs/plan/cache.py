@@ -1,10 +1,13 @@
-"""Per-file parse and lineage results, keyed by content hash, kept in the state dir.
+"""Per-file analysis (reads, writes, column lineage), keyed by content hash, kept in the state dir.
 
-Every Dagster run process loads the code location again, so parsing is paid
+Every Dagster run process loads the code location again, so analysis is paid
 per run; this cache makes a warm load skip sqlglot entirely. One JSON file for
-the whole folder (one read at load), replaced atomically when it changes.
-Data only: entries are decoded by type (``codec``), never unpickled, so a file
-planted in the state dir cannot run code; one that does not decode is a miss.
+the whole folder (one read at load), replaced atomically (``0600``) when it
+changes. It holds analysis only — headers are parsed from the files each load
+and runs split the script file itself — and it is data only: entries are
+decoded by type (``codec``), never unpickled, and an entry (or a whole file)
+that does not decode, whatever it holds, deep nesting included, is a miss:
+the load starts cold instead of failing.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class PlanCache:
                 data = json.loads(self.path.read_bytes())
                 if isinstance(data, dict) and data.get("version") == CACHE_VERSION and isinstance(data.get("entries"), dict):
                     self.raw = data["entries"]
-            except (OSError, ValueError):  # a corrupt or foreign cache is just a cold start
+            except (OSError, ValueError, RecursionError):  # a corrupt or foreign cache is just a cold start
                 pass
 
     def get(self, key: str, tp: type[T]) -> T | None:
@@ -54,7 +57,7 @@ class PlanCache:
         elif key in self.raw:
             try:
                 value = decode(self.raw[key], tp)
-            except CodecError:
+            except (CodecError, RecursionError):
                 return None
             self.values[key] = value
         else:

@@ -1,7 +1,12 @@
-"""One script → its header, errors and body analysis, cached by content hash.
+"""One script → its header, errors and body analysis; the analysis cached by content hash.
 
-The body analysis (reads, writes, column lineage) is sqlglot's for SQL and
-URI constants for Python and Bash; a warm load takes it from the cache.
+The header (what the step is: its target, tests, partitions, triggers) is
+parsed from the file on every load: the cache never decides what a step
+writes or checks. The body analysis (reads, writes, column lineage, the
+statement split) is sqlglot's for SQL and URI constants for Python and Bash;
+a warm load takes it from the cache when its statements are still the
+file's own, else analyses again. A run never executes SQL from the cache
+either: it splits the script file it was planned from (``run.script``).
 """
 
 from __future__ import annotations
@@ -55,27 +60,42 @@ def pg_connection(header: Header) -> str:
     return "default"
 
 
+def statements_match(analysis: Analysis, body: str) -> bool:
+    """Whether every statement of a cached analysis is the body's own text, in order (else: analyse again)."""
+    pos = 0
+    for st in analysis.statements:
+        at = body.find(st.sql, pos)
+        if at < 0 or not st.sql.strip():
+            return False
+        pos = at + len(st.sql)
+    return True
+
+
 def load_file(root: Path, path: Path, cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult:
-    """Parse (or take from the cache) one script under ``root``; ``dbt_catalogs`` as ``analyze_sql`` takes them."""
+    """Parse one script under ``root``; its body analysis (``dbt_catalogs`` as ``analyze_sql`` takes them)
+    from the cache when it is there and fits. The result's key hashes the file itself (path and text)."""
     rel = path.relative_to(root).as_posix()
     text = path.read_text(encoding="utf-8", errors="replace")
-    key = content_hash(rel, text, *dbt_catalogs) if dbt_catalogs else content_hash(rel, text)
-    hit = cache.get(key, FileResult)
-    if hit is None:
-        language = language_of(path.name) or Language.DUCKDB
-        header, errs = parse_header(rel, text, language)
-        analysis = analyze(header, split_body(text, header.language)[0], pg_connection(header), dbt_catalogs=dbt_catalogs) if header.is_step else None
-        hit = FileResult(header, tuple(errs), analysis, tuple(text.splitlines()[: header.body_line]), key)
-        cache.put(key, hit)
-    return hit
+    key = content_hash(rel, text)
+    header, errs = parse_header(rel, text, language_of(path.name) or Language.DUCKDB)
+    analysis = None
+    if header.is_step:
+        body = split_body(text, header.language)[0]
+        analysis_key = content_hash(key, *dbt_catalogs) if dbt_catalogs else key
+        analysis = cache.get(analysis_key, Analysis)
+        if analysis is None or not statements_match(analysis, body):
+            analysis = analyze(header, body, pg_connection(header), dbt_catalogs=dbt_catalogs)
+            cache.put(analysis_key, analysis)
+    return FileResult(header, tuple(errs), analysis, tuple(text.splitlines()[: header.body_line]), key)
 
 
 def with_schemas(root: Path, fr: FileResult, known: Mapping[str, Sequence[str]], cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult:
     """The file analysed again knowing upstream columns (for `*` and ambiguous names), cached."""
-    key = content_hash("schemas", fr.key, repr(sorted((k, tuple(v)) for k, v in known.items())))
+    key = content_hash("schemas", fr.key, *dbt_catalogs, repr(sorted((k, tuple(v)) for k, v in known.items())))
+    text = (root / fr.header.path).read_text(encoding="utf-8", errors="replace")
+    body = split_body(text, fr.header.language)[0]
     hit = cache.get(key, Analysis)
-    if hit is None:
-        text = (root / fr.header.path).read_text(encoding="utf-8", errors="replace")
-        hit = analyze(fr.header, split_body(text, fr.header.language)[0], pg_connection(fr.header), known, dbt_catalogs)
+    if hit is None or not statements_match(hit, body):
+        hit = analyze(fr.header, body, pg_connection(fr.header), known, dbt_catalogs)
         cache.put(key, hit)
     return FileResult(fr.header, fr.errors, hit, fr.text_lines, fr.key)

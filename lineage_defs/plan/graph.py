@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from lineage_defs.errors import LineageDefsError, Location, SpecError
 from lineage_defs.parse.model import TestKind, Webhook
 from lineage_defs.plan.files import FileResult
-from lineage_defs.plan.names import hook_name
+from lineage_defs.plan.names import hook_env, hook_name
 from lineage_defs.plan.spec import PARTITION_COLUMN, SCD2_COLUMNS, AnyStep, DbtStep, ScriptStep
 
 
@@ -124,14 +124,18 @@ def webhooks(steps: Sequence[AnyStep]) -> list[tuple[str, ScriptStep, Webhook]]:
 
 
 def trigger_name_errors(steps: Sequence[AnyStep]) -> list[SpecError]:
-    """Each webhook name is claimed by one `on webhook` line (the receiver routes by it)."""
+    """Each webhook name is claimed by one `on webhook` line (the receiver routes by it), and so is
+    each credential variable name it maps to."""
     out: list[SpecError] = []
-    first: dict[str, ScriptStep] = {}
+    first: dict[str, tuple[str, ScriptStep]] = {}
     for name, s, w in webhooks(steps):
-        if name in first:
-            out.append(SpecError(f"webhook '{name}' is declared twice (also by {first[name].path})", w.at, "give one of them another name= (each hook feeds one step)"))
+        env = hook_env(name)
+        if env in first:
+            other, by = first[env]
+            what = f"webhook '{name}' is declared twice" if other == name else f"webhooks '{name}' and '{other}' share the credentials LINEAGE_WEBHOOK_*_{env}"
+            out.append(SpecError(f"{what} (also by {by.path})", w.at, "give one of them another name= (each hook feeds one step)"))
         else:
-            first[name] = s
+            first[env] = (name, s)
     return out
 
 

@@ -26,12 +26,13 @@ def op_name(pipeline: str, rel: str, names: set[str]) -> str:
 
 
 def hook_name(step_name: str, name: str | None) -> str:
-    """``on webhook name=<n>``, else the step's name with '_' as '-' (``shop__payments`` → ``shop--payments``)."""
-    return name or step_name.replace("_", "-")
+    """``on webhook name=<n>`` (``[a-z0-9_]+``, checked by the grammar), else the step's name in lower case
+    (``shop/payments.py`` → ``shop__payments``)."""
+    return name or step_name.lower()
 
 
 def hook_env(name: str) -> str:
-    """``payments-eu`` → ``PAYMENTS_EU``: the suffix of LINEAGE_WEBHOOK_TOKEN_/SECRET_."""
+    """``payments_eu`` → ``PAYMENTS_EU``: the suffix of LINEAGE_WEBHOOK_TOKEN_/SECRET_ (one-to-one on hook names)."""
     return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
 
 

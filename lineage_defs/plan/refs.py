@@ -73,9 +73,9 @@ def match_template(template: str, produced: list[str] | tuple[str, ...] | set[st
     >>> match_template("s3:///reports/x_{*}.json", ["s3:///reports/x_{partition}.json", "s3:///reports/y.json"])
     ['s3:///reports/x_{partition}.json']
     """
-    pattern = re.compile("^" + ".+".join(re.escape(p) for p in template.split(HOLE)) + "$")
+    pattern = re.compile(".+".join(re.escape(p) for p in template.split(HOLE)))
     # templates are written against the URI as the user spells it; compare in normal form
-    return sorted(u for u in produced if pattern.match(u) or pattern.match(u.replace("://main/", ":///").replace("://warehouse/", ":///")))
+    return sorted(u for u in produced if pattern.fullmatch(u) or pattern.fullmatch(u.replace("://main/", ":///").replace("://warehouse/", ":///")))
 
 
 def bash_uris(body: str) -> tuple[str, ...]:

@@ -64,14 +64,14 @@ def captured_schemas(settings: LineageSettings) -> dict[str, list[str]]:
         data = json.loads(index.read_text())
         if data.get("version") == INDEX_VERSION and data.get("stamp") == stamp and isinstance(data.get("schemas"), dict):
             return {str(k): [str(c) for c in v] for k, v in data["schemas"].items()}
-    except (OSError, ValueError, AttributeError, TypeError):  # missing or foreign index: read the files
+    except (OSError, ValueError, AttributeError, TypeError, RecursionError):  # missing or foreign index: read the files
         pass
     out: dict[str, list[str]] = {}
     for p in folder.glob("*.json"):
         try:
             data = json.loads(p.read_text())
             out[str(data["uri"])] = [str(c[0]) for c in data["columns"]]
-        except (OSError, ValueError, KeyError, IndexError, TypeError):
+        except (OSError, ValueError, KeyError, IndexError, TypeError, RecursionError):
             continue  # a partial or foreign file is not a schema
     try:
         _write_json(index, {"version": INDEX_VERSION, "stamp": stamp, "schemas": out})

@@ -182,6 +182,8 @@ class ScriptStep(Step):
     body_line: int = 1
     # (catalog, DuckDB file) of dbt projects' own databases the script reads: attached read-only
     attach: tuple[tuple[str, str], ...] = ()
+    # The hash of the script file alone (path and text): a run checks it executes what was planned (run.script).
+    file_hash: str = ""
 
     @property
     def check_names(self) -> tuple[str, ...]:

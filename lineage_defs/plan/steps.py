@@ -10,7 +10,6 @@ from pathlib import Path
 from lineage_defs.errors import AnnotationError, LineageDefsError, Location, SpecError
 from lineage_defs.parse.model import Materialize, TestKind
 from lineage_defs.plan.batching import batching_errors
-from lineage_defs.plan.cache import content_hash
 from lineage_defs.plan.files import FileResult
 from lineage_defs.plan.names import op_name
 from lineage_defs.plan.refs import match_template
@@ -145,6 +144,7 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
         pool=h.pool,
         body_line=h.body_line,
         content_hash=code_hash(rel, fr, uses, files),
+        file_hash=fr.key,  # the whole file: a run checks it executes what was planned (run.script)
     )
 
 

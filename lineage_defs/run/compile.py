@@ -21,7 +21,7 @@ from lineage_defs.errors import RunError
 from lineage_defs.run.context import PartitionWindow, bind_params, resolve_token
 from lineage_defs.run.substrates import canonical_substrate
 
-_SUBSTRATE = re.compile(r"^(ducklake|duckdb|datatable)(://[^/\s]*/?)?$")
+_SUBSTRATE = re.compile(r"^(ducklake|duckdb|datatable)(://[^/\s]*/?)?\Z")
 
 
 @dataclass(frozen=True)

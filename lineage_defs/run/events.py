@@ -64,7 +64,7 @@ def arrow_table(events: tuple[Event, ...] | list[Event]) -> Any:
     )
     if not events:
         return schema.empty_table()
-    keys, values, headers, ts, topics, parts, offsets = zip(*((e.key, e.value, list(e.headers), e.timestamp, e.topic, e.partition, e.offset) for e in events))
+    keys, values, headers, ts, topics, parts, offsets = zip(*events)  # an Event is a tuple in this order
     columns = [_text_array(keys), _text_array(values), pa.array(headers, schema.field("headers").type), pa.array(ts, pa.int64()).cast(schema.field("timestamp").type),
                pa.array(topics, pa.string()), pa.array(parts, pa.int32()), pa.array(offsets, pa.int64())]
     return pa.table(columns, schema=schema)

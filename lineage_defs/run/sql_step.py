@@ -26,6 +26,7 @@ from lineage_defs.run.contract import SliceReport
 from lineage_defs.run.events import RunBatch, stage_events, stage_events_postgres
 from lineage_defs.run.inputs import missing_after_failure, missing_partitions, not_there_yet
 from lineage_defs.run.quoting import ident
+from lineage_defs.run.script import checked_step
 from lineage_defs.run.substrates import Session
 from lineage_defs.run.write import write
 from lineage_defs.run.write.base import WriteRequest, WriteResult
@@ -125,6 +126,7 @@ class StepRunner:
 
     def __init__(self, settings: LineageSettings, step: ScriptStep, session: Session | None = None, batch: RunBatch | None = None) -> None:
         self.settings = settings
+        step = checked_step(settings, step)  # the statements of the script file it was planned from, never the cache's
         self.step = step
         self.batch = batch  # a triggered run's events: `_events`, and the id the write records
         stmts = _statements(step)

@@ -1,12 +1,18 @@
 """Stored events → runs: what every event trigger's sensor shares.
 
-Each tick: cut the stream's new events into batches (one store transaction),
-then ask for a run per batch that has none yet, ``run_key`` = batch id (so
-Dagster never launches a batch twice) and the tag ``lineage/batch`` (so the
-run reads that batch). A batch whose run the instance already holds is
-marked and not asked for again; one whose request was lost (the daemon died
-between this tick and creating the run) is asked for again next tick. The
-target's ledger makes a second execution of a batch a no-op.
+Each tick looks at every open batch's runs (``outcome.verdict``) and, when
+none of the stream's batches is in flight, cuts its new events into batches
+(one store transaction; a stream has one batch in flight at a time, so a
+slow run makes the next batch bigger instead of queueing runs): a batch with a
+successful run is settled done; one without a run, or whose runs failed and
+are not being retried, gets a run request (``run_key`` = batch id for the
+first, the tag ``lineage/batch`` so the run reads that batch, and Dagster's
+retry tags); one whose attempts ran out is settled failed and reported — in
+this and every later tick's skip reason, and on its last run's event log.
+A request lost with a crashed daemon is simply made again next tick: the run
+key is derived from the runs the instance holds, never from a counter. The
+target's ledger makes every run of a batch after the first that wrote a
+no-op.
 """
 
 from __future__ import annotations
@@ -18,22 +24,34 @@ from typing import Any
 
 from dagster import (
     AddDynamicPartitionsRequest,
-    DagsterRunStatus,
     AssetKey,
     DefaultSensorStatus,
-    SensorDefinition,
     DynamicPartitionsDefinition,
     PartitionsDefinition,
     RunRequest,
-    RunsFilter,
+    SensorDefinition,
     SensorResult,
     SkipReason,
+    multi_or_in_process_executor,
 )
 
-from lineage_defs.events.store import BATCH_TAG, STREAM_TAG, EventStore
+from lineage_defs.events.store import BATCH_TAG, STREAM_TAG, Batch, BatchStatus, EventStore
 from lineage_defs.settings import LineageSettings
+from lineage_defs.triggers.outcome import (
+    ATTEMPT_TAG,
+    GAVE_UP_TAG,
+    MAX_RETRIES_TAG,
+    REPLAY_TAG,
+    RETRY_ON_FAILURE_TAG,
+    Next,
+    Policy,
+    Verdict,
+    batch_runs,
+    verdict,
+)
 
-DEFAULT_MAX_BATCH = 10_000
+DEFAULT_MAX_BATCH = 100_000  # events per batch (one run) unless `max_batch=` says otherwise
+OPEN_PER_TICK = 1000  # open batches looked at per tick (oldest first)
 
 
 def event_sensor(name: str, evaluate: Any, keys: Sequence[AssetKey], settings: LineageSettings, description: str) -> SensorDefinition:
@@ -52,27 +70,66 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", text)
 
 
-def known_runs(instance: Any, batch_ids: Sequence[str]) -> set[str]:
-    """Which of the batches already have a run in the instance (any status)."""
-    if not batch_ids:
-        return set()
-    return instance_batches(instance, batch_ids)
+def policy_of(settings: LineageSettings) -> Policy:
+    return Policy(attempts=settings.batch_attempts, backoff=settings.batch_backoff, retries=settings.batch_retries)
+
+
+def replay_command(batch_id: str) -> str:
+    return f"lineage-defs events replay {batch_id}"
 
 
 def prune(context: Any, store: EventStore, stream: str, settings: LineageSettings) -> None:
-    """Drop old batches whose run succeeded (a re-execution after that has no batch to read)."""
+    """Drop old done batches (a re-execution after that has no batch to read)."""
     old = store.old_batches(stream, time.time() - settings.batch_retention_days * 86400)
-    if not old:
+    if old:
+        n = store.prune(old)
+        context.log.info(f"pruned {len(old)} batches ({n} events) older than {settings.batch_retention_days:g} days whose runs succeeded")
+
+
+def _report_gave_up(instance: Any, b: Batch, v: Verdict) -> None:
+    """The batch's last run says, in the UI, that nothing will run it again by itself."""
+    if v.last_run is None:
         return
-    done = instance_batches(context.instance, old, [DagsterRunStatus.SUCCESS])
-    if done:
-        n = store.prune(done)
-        context.log.info(f"pruned {len(done)} batches ({n} events) older than {settings.batch_retention_days:g} days whose runs succeeded")
+    run = instance.get_run_by_id(v.last_run)
+    if run is None:
+        return
+    instance.add_run_tags(run.run_id, {GAVE_UP_TAG: "true"})
+    instance.report_engine_event(
+        f"lineage_defs gave up on batch {b.id} of {b.stream} ({b.size} events): {v.reason}. "
+        f"Nothing runs it again by itself; after fixing the cause: {replay_command(b.id)}",
+        run,
+    )
 
 
-def instance_batches(instance: Any, batch_ids: Sequence[str], statuses: Sequence[Any] | None = None) -> set[str]:
-    records = instance.get_run_records(filters=RunsFilter(tags={BATCH_TAG: list(batch_ids)}, statuses=list(statuses) if statuses else None))
-    return {r.dagster_run.tags.get(BATCH_TAG) for r in records} & set(batch_ids)
+# A batch's run executes one step: in the run worker itself, not in a second process that
+# imports Dagster and loads the code location again (seconds of every event's latency).
+IN_PROCESS: dict[str, Any] = {"execution": {"config": {"in_process": {}}}}
+
+
+def run_config_of(context: Any) -> dict[str, Any] | None:
+    """``IN_PROCESS`` when the runs use Dagster's default executor (which takes that config), else None."""
+    try:
+        job = context.repository_def.get_implicit_global_asset_job_def()
+    except Exception:  # noqa: BLE001 - no repository in this context: Dagster's default applies
+        return None
+    return IN_PROCESS if job.executor_def is multi_or_in_process_executor else None
+
+
+def request(b: Batch, v: Verdict, stream: str, pdef: PartitionsDefinition | None, policy: Policy, run_config: dict[str, Any] | None = None) -> RunRequest:
+    return RunRequest(
+        run_key=v.run_key,
+        run_config=run_config or {},
+        partition_key=b.partition_key if pdef is not None else None,
+        tags={
+            BATCH_TAG: b.id,
+            STREAM_TAG: stream,
+            "lineage/events": str(b.size),
+            ATTEMPT_TAG: str(v.attempt),
+            REPLAY_TAG: str(b.replay),
+            MAX_RETRIES_TAG: str(policy.retries),
+            RETRY_ON_FAILURE_TAG: "true",
+        },
+    )
 
 
 def emit(
@@ -85,33 +142,71 @@ def emit(
     settings: LineageSettings,
     note: str = "",
 ) -> SensorResult:
-    """Cut batches and ask for the runs still missing; a SkipReason saying what was seen when there are none."""
+    """Settle the open batches, cut new ones when none is in flight, and ask for the runs still needed;
+    a SkipReason saying what was seen when there are none."""
     prune(context, store, stream, settings)
-    store.cut_batches(stream, max_batch)
-    pending = store.open_batches(stream, limit=max(4 * settings.max_runs_per_tick, 100))
-    seen = known_runs(context.instance, [b.id for b in pending])
-    store.mark_requested(seen)
-    todo = [b for b in pending if b.id not in seen][: settings.max_runs_per_tick]
+    policy = policy_of(settings)
+    now = time.time()
+    pending = store.open_batches(stream, limit=OPEN_PER_TICK)
+    runs = batch_runs(context.instance, [b.id for b in pending])
+    verdicts = [(b, verdict(b.id, b.replay, runs[b.id], now, policy)) for b in pending]
+    # One batch of a stream in flight at a time: what arrives meanwhile waits in the store and
+    # becomes the next batch (up to max_batch) once it ended. A slow run then means bigger
+    # batches, never a growing queue of small runs waiting for each other.
+    in_flight = any(v.next in (Next.RUNNING, Next.RETRYING) for _, v in verdicts)
+    if not in_flight:
+        verdicts += [(b, verdict(b.id, b.replay, [], now, policy)) for b in store.cut_batches(stream, max_batch)]
+    done: list[str] = []
+    failed: dict[str, str] = {}
+    todo: list[tuple[Batch, Verdict]] = []
+    busy: dict[Next, int] = {}
+    for b, v in verdicts:
+        if v.next is Next.DONE:
+            done.append(b.id)
+        elif v.next is Next.GIVE_UP:
+            failed[b.id] = v.reason
+            _report_gave_up(context.instance, b, v)
+            context.log.error(f"batch {b.id} ({b.size} events) failed for good: {v.reason}; replay it with `{replay_command(b.id)}`")
+        elif v.next is Next.ASK and pdef is not None and b.partition_key is None:
+            failed[b.id] = "its events carry no partition key, and the step is partitioned now"
+        elif v.next is Next.ASK:
+            todo.append((b, v))
+        else:
+            busy[v.next] = busy.get(v.next, 0) + 1
+    store.settle(done, failed)
+    todo = todo[: settings.max_runs_per_tick]
+
     dynamic: list[AddDynamicPartitionsRequest] = []
     if isinstance(pdef, DynamicPartitionsDefinition) and todo:
         have = set(context.instance.get_dynamic_partitions(pdef.name))
-        new = sorted({str(b.partition_key) for b in todo if b.partition_key and b.partition_key not in have})
+        new = sorted({str(b.partition_key) for b, _ in todo if b.partition_key and b.partition_key not in have})
         if new:
             dynamic.append(AddDynamicPartitionsRequest(str(pdef.name), new))
-    requests = [
-        RunRequest(
-            run_key=b.id,
-            partition_key=b.partition_key if pdef is not None else None,
-            tags={BATCH_TAG: b.id, STREAM_TAG: stream, "lineage/events": str(b.size)},
-        )
-        for b in todo
-        if pdef is None or b.partition_key is not None
-    ]
-    rejected, reasons = store.rejected(stream)
-    problems = f"; {rejected} events have no usable partition value and will not run (latest: {reasons[0]})" if rejected else ""
+    run_config = run_config_of(context) if todo else None
+    requests = [request(b, v, stream, pdef, policy, run_config) for b, v in todo]
+    problems = problem_note(store, stream)
     if not requests:
         counts = store.counts(stream)
-        return SensorResult(skip_reason=SkipReason(f"{note}no new batch ({counts['events']} events stored, {counts['batched']} in batches){problems}"), dynamic_partitions_requests=dynamic)
+        state = ", ".join(f"{n} {what.value}" for what, n in sorted(busy.items()))
+        waiting = counts["events"] - counts["batched"] - counts["rejected"]
+        seen = f"{counts['events']} events stored, {counts['batched']} in batches" + (f"; batches {state}" if state else "")
+        if in_flight and waiting:
+            seen += f"; {waiting} new events wait for the running batch"
+        return SensorResult(skip_reason=SkipReason(f"{note}no new batch ({seen}){problems}"), dynamic_partitions_requests=dynamic)
     if problems:
         context.log.warning(problems.lstrip("; "))
     return SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic)
+
+
+def problem_note(store: EventStore, stream: str) -> str:
+    """What of the stream will not reach the target without a human: failed batches, rejected events."""
+    out = ""
+    gave_up = store.batches(stream, BatchStatus.FAILED, limit=1)
+    if gave_up:
+        n = store.counts(stream)["batches_failed"]
+        b = gave_up[0]
+        out += f"; {n} batch{'es' * (n != 1)} FAILED after every attempt (latest {b.id}: {b.reason}) — fix the cause, then `{replay_command(b.id)}`"
+    rejected, latest = store.rejected(stream, limit=1)
+    if rejected:
+        out += f"; {rejected} event{'s' * (rejected != 1)} rejected and will not run (latest {latest[0].dedupe}: {latest[0].reason}) — `lineage-defs events` lists them"
+    return out

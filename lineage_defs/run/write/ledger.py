@@ -27,11 +27,11 @@ if TYPE_CHECKING:
 
 TABLE = "_lineage_batches"
 KV_KEY = "lineage_batches"
-_BATCH_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+_BATCH_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 
 
 def check_id(batch: str) -> str:
-    if not _BATCH_ID.match(batch):
+    if not _BATCH_ID.fullmatch(batch):
         raise RunError(f"batch id {batch!r} is not a lineage batch id", fix="runs get their batch id from the sensor's lineage/batch tag; do not set it by hand")
     return batch
 

@@ -101,12 +101,17 @@ def drain(store: EventStore, stream: str, source: KafkaSource) -> DrainResult:
         start = {p: max(committed.get(p, -1), stored.get(p, -1)) for p in parts}
         consumer.assign([TopicPartition(topic, p, o if o >= 0 else OFFSET_BEGINNING) for p, o in start.items()])
         began = time.monotonic()
-        while out.consumed < max_messages and time.monotonic() - began < budget_seconds:
-            msgs = consumer.consume(num_messages=min(chunk, max_messages - out.consumed), timeout=0.5)
+        caught_up = False
+        while not caught_up and out.consumed < max_messages and time.monotonic() - began < budget_seconds:
+            asked = min(chunk, max_messages - out.consumed)
+            msgs = consumer.consume(num_messages=asked, timeout=0.5)
             if not msgs:
                 if out.consumed or time.monotonic() - began > 1.5:
                     break
                 continue
+            # Fewer than asked within the wait: the topic's end is reached. Stop there, so a
+            # steady trickle does not keep the tick (and its messages' runs) waiting for the budget.
+            caught_up = len(msgs) < asked
             events: list[NewEvent] = []
             for m in msgs:
                 err = m.error()

@@ -44,6 +44,8 @@ def partition_function(source: str | None, pdef: PartitionsDefinition | None) ->
             return partition_key(raw_value(source, value=value, key=key, headers=headers, timestamp_ms=ts), pdef), None
         except PartitionValueError as e:
             return None, f"partition_from={source}: {e}"
+        except Exception as e:  # noqa: BLE001 - whatever a message holds, it is rejected with a reason, never stalls the topic
+            return None, f"partition_from={source}: cannot read a partition value ({type(e).__name__}: {str(e)[:200]})"
 
     return of
 

@@ -1,21 +1,28 @@
 """The webhook receiver: ``POST /hooks/<name>`` → the event store, durably, before ``202``.
 
-SPEC section 6, in the order the checks run:
+SPEC section 6, in the order the checks run (the connection-level limits —
+connection cap, header deadline and size, keep-alive — are ``guard``'s):
 
 1. unknown hook → 404;
 2. a hook with neither a token nor a secret configured refuses everything → 401;
-   a configured token must come as ``Authorization: Bearer <token>`` → else 401
-   (checked before the body is read);
+   a configured token must come as ``Authorization: Bearer <token>`` → else 401,
+   checked before any of the body is read;
 3. a body over the limit → 413, from ``Content-Length`` or while reading (the
-   body is never read past the limit);
-4. a configured secret must sign the raw body: ``X-Lineage-Signature:
+   body is never read past the limit); a body not sent within
+   ``body_timeout`` → 408;
+4. a hook with only a secret must read the body before it can check it: such
+   bodies share ``max_buffered_bytes`` (reserved up front from
+   ``Content-Length``, or the body limit when chunked) → 503 with
+   ``Retry-After`` while it is taken;
+5. a configured secret must sign the raw body: ``X-Lineage-Signature:
    sha256=<hex HMAC-SHA256>`` → else 401 (constant-time comparisons throughout);
-5. a body that is not JSON → 400; a partition value the step cannot use
-   (missing, hostile, not a partition) → 400;
-6. stored and committed (group commit, ``synchronous=FULL``) → ``202 {"id": …}``;
+6. a body that is not strict JSON (UTF-8, no ``NaN``/``Infinity``, nested at
+   most 64 deep) → 400; a partition value the step cannot use (missing,
+   hostile, not a partition, or anything else that goes wrong reading it) → 400;
+7. stored and committed (group commit, ``synchronous=FULL``) → ``202 {"id": …}``;
    a repeated ``Idempotency-Key`` answers the first id and stores nothing.
 
-Nothing is stored for any refused request.
+Nothing is stored for any refused request, and no client input gets a 500.
 """
 
 from __future__ import annotations
@@ -24,7 +31,6 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
-import json
 import logging
 import queue
 import threading
@@ -41,7 +47,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from lineage_defs.events.partition import PartitionValueError, raw_value
+from lineage_defs.events.payload import PayloadError, parse_json
 from lineage_defs.events.store import EventStore, NewEvent
+from lineage_defs.triggers.webhook.guard import Limits
 
 log = logging.getLogger("lineage_defs.webhooks")
 
@@ -125,8 +133,29 @@ def _fail(fut: asyncio.Future[Any], error: BaseException) -> None:
         fut.set_exception(error)
 
 
-def _refuse(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _refuse(status: int, message: str, close: bool = False, retry_after: int | None = None) -> JSONResponse:
+    """An error answer; ``close`` when the rest of the request's body may still be on its way."""
+    headers = {"Connection": "close"} if close else {}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+class Budget:
+    """Bytes of bodies being read before their credential can be checked, at once (one event loop: no lock)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.taken = 0
+
+    def take(self, n: int) -> bool:
+        if self.taken + n > self.limit:
+            return False
+        self.taken += n
+        return True
+
+    def give(self, n: int) -> None:
+        self.taken -= n
 
 
 def _bearer_ok(request: Request, token: str) -> bool:
@@ -143,21 +172,23 @@ def _signature_ok(request: Request, secret: str, body: bytes) -> bool:
     return hmac.compare_digest(sig[len("sha256="):].strip().lower().encode(), want.encode())
 
 
-async def _read_limited(request: Request, limit: int) -> bytes | None:
-    """The body, or None as soon as it passes ``limit`` bytes (the rest is never read)."""
+async def _read_limited(request: Request, limit: int, timeout: float) -> bytes | None:
+    """The body, or None as soon as it passes ``limit`` bytes (the rest is never read); TimeoutError after ``timeout`` s."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
+    async with asyncio.timeout(timeout):
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
     return b"".join(chunks)
 
 
-def make_app(hooks: dict[str, Hook], store: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Starlette:
+def make_app(hooks: dict[str, Hook], store: Path, max_bytes: int = DEFAULT_MAX_BYTES, limits: Limits = Limits()) -> Starlette:
     """The Starlette app; ``store`` is the event store file (``<state dir>/events/events.sqlite``)."""
     writer: GroupWriter | None = None
+    budget = Budget(limits.max_buffered_bytes)
 
     async def receive(request: Request) -> JSONResponse:
         name = request.path_params["name"]
@@ -170,22 +201,30 @@ def make_app(hooks: dict[str, Hook], store: Path, max_bytes: int = DEFAULT_MAX_B
             return _refuse(401, "missing or wrong credentials")
         declared = request.headers.get("content-length")
         if declared is not None:
-            if not declared.isdigit():
-                return _refuse(400, "bad Content-Length")
+            if not (declared.isascii() and declared.isdigit()) or len(declared) > 18:  # "²".isdigit() is True
+                return _refuse(400, "bad Content-Length", close=True)
             if int(declared) > max_bytes:
-                return _refuse(413, f"body of {declared} bytes is over the limit of {max_bytes}")
+                return _refuse(413, f"body of {declared} bytes is over the limit of {max_bytes}", close=True)
+        # A token was checked before reading; a secret can only be checked after: such bodies share a budget.
+        reserved = 0 if hook.token is not None else (int(declared) if declared is not None else max_bytes)
+        if reserved and not budget.take(reserved):
+            return _refuse(503, "too many unauthenticated bodies are being received; retry shortly", close=True, retry_after=1)
         try:
-            body = await _read_limited(request, max_bytes)
+            body = await _read_limited(request, max_bytes, limits.body_timeout)
         except ClientDisconnect:
-            return _refuse(400, "the client went away before sending the whole body")
+            return _refuse(400, "the client went away before sending the whole body", close=True)
+        except TimeoutError:
+            return _refuse(408, f"the body did not arrive within {limits.body_timeout:g} s", close=True)
+        finally:
+            budget.give(reserved)
         if body is None:
-            return _refuse(413, f"body is over the limit of {max_bytes} bytes")
+            return _refuse(413, f"body is over the limit of {max_bytes} bytes", close=True)
         if hook.secret is not None and not _signature_ok(request, hook.secret, body):
             return _refuse(401, "missing or wrong credentials")
         try:
-            json.loads(body)
-        except ValueError as e:
-            return _refuse(400, f"the body is not JSON: {e}")
+            parse_json(body)
+        except PayloadError as e:
+            return _refuse(400, f"the body is not usable JSON: {e}")
         idem = request.headers.get("idempotency-key")
         if idem is not None and (not idem or len(idem) > _MAX_IDEMPOTENCY_KEY or not idem.isprintable()):
             return _refuse(400, f"Idempotency-Key must be 1 to {_MAX_IDEMPOTENCY_KEY} printable characters")
@@ -198,6 +237,9 @@ def make_app(hooks: dict[str, Hook], store: Path, max_bytes: int = DEFAULT_MAX_B
                 pkey = hook.partition_key(raw)
             except PartitionValueError as e:
                 return _refuse(400, f"no usable partition for step {hook.step_path} (partition_from={hook.partition_from}): {e}")
+            except Exception as e:  # noqa: BLE001 - client input never gets a 500
+                log.warning(f"reading the partition value of a request for {name} failed: {type(e).__name__}: {e}")
+                return _refuse(400, f"no usable partition for step {hook.step_path} (partition_from={hook.partition_from})")
         dedupe = f"key:{idem}" if idem is not None else f"uuid:{uuid.uuid4().hex}"
         event = NewEvent(dedupe, body, idem.encode() if idem else None, headers, now, name, None, None, pkey)
         assert writer is not None

@@ -6,16 +6,21 @@ code location:
 
 - ``LINEAGE_WEBHOOK_TOKEN_<NAME>`` / ``LINEAGE_WEBHOOK_SECRET_<NAME>``: each hook's credentials
   (``<NAME>``: the hook name upper-cased, other characters as ``_``);
-- ``LINEAGE_WEBHOOK_MAX_BYTES`` (default 1 MiB), ``LINEAGE_STATE_DIR``, ``LINEAGE_PIPELINES_DIR``.
+- ``LINEAGE_WEBHOOK_MAX_BYTES`` (default 1 MiB), ``LINEAGE_STATE_DIR``, ``LINEAGE_PIPELINES_DIR``;
+- the limits of ``guard.Limits``: ``LINEAGE_WEBHOOK_MAX_CONNECTIONS`` (1000, and never more than the
+  process's file descriptors allow), ``LINEAGE_WEBHOOK_HEADER_TIMEOUT`` (10 s),
+  ``LINEAGE_WEBHOOK_BODY_TIMEOUT`` (30 s), ``LINEAGE_WEBHOOK_KEEP_ALIVE`` (5 s),
+  ``LINEAGE_WEBHOOK_MAX_BUFFERED`` (16 MiB of bodies read before their HMAC can be checked).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from lineage_defs.assets.partitions import partitions_def
-from lineage_defs.errors import ProjectErrors
+from lineage_defs.errors import ProjectErrors, RunError
 from lineage_defs.plan.graph import webhooks
 from lineage_defs.plan.names import hook_env, webhook_stream
 from lineage_defs.plan.project import load_project
@@ -23,6 +28,16 @@ from lineage_defs.plan.spec import Project
 from lineage_defs.settings import LineageSettings
 from lineage_defs.triggers.keys import default_source, partition_key
 from lineage_defs.triggers.webhook.app import DEFAULT_MAX_BYTES, Hook, make_app
+from lineage_defs.triggers.webhook.guard import Limits
+
+# variable → (Limits field, parse)
+_LIMIT_VARS = {
+    "LINEAGE_WEBHOOK_MAX_CONNECTIONS": ("max_connections", int),
+    "LINEAGE_WEBHOOK_HEADER_TIMEOUT": ("header_timeout", float),
+    "LINEAGE_WEBHOOK_BODY_TIMEOUT": ("body_timeout", float),
+    "LINEAGE_WEBHOOK_KEEP_ALIVE": ("keep_alive", float),
+    "LINEAGE_WEBHOOK_MAX_BUFFERED": ("max_buffered_bytes", int),
+}
 
 
 def build_hooks(project: Project, env: Mapping[str, str]) -> dict[str, Hook]:
@@ -48,7 +63,29 @@ def build_hooks(project: Project, env: Mapping[str, str]) -> dict[str, Hook]:
     return out
 
 
-def app_from_env(env: Mapping[str, str], folder: str | None = None) -> tuple[Any, dict[str, Hook]]:
+def limits_from_env(env: Mapping[str, str]) -> Limits:
+    """The receiver's limits, each from its variable when set; the connection cap fits the descriptors there are."""
+    import resource
+
+    values: dict[str, Any] = {}
+    for var, (field, kind) in _LIMIT_VARS.items():
+        text = env.get(var)
+        if text:
+            try:
+                value = kind(text)
+            except ValueError:
+                value = 0
+            if not value > 0:  # NaN too
+                raise RunError(f"{var}={text!r} is not a positive number", fix=f"set {var} to a positive {kind.__name__}, or unset it")
+            values[field] = value
+    limits = Limits(**values)
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and limits.max_connections > soft - 64:
+        limits = dataclasses.replace(limits, max_connections=max(soft - 64, 16))
+    return limits
+
+
+def app_from_env(env: Mapping[str, str], folder: str | None = None) -> tuple[Any, dict[str, Hook], Limits]:
     settings = LineageSettings.from_env(env)
     if folder:
         settings = settings.replace(pipelines_dir=folder)
@@ -57,7 +94,8 @@ def app_from_env(env: Mapping[str, str], folder: str | None = None) -> tuple[Any
         raise ProjectErrors(project.errors)
     hooks_ = build_hooks(project, env)
     max_bytes = int(env.get("LINEAGE_WEBHOOK_MAX_BYTES") or DEFAULT_MAX_BYTES)
-    return make_app(hooks_, settings.events_store, max_bytes), hooks_
+    limits = limits_from_env(env)
+    return make_app(hooks_, settings.events_store, max_bytes, limits), hooks_, limits
 
 
 def serve(host: str, port: int, env: Mapping[str, str], folder: str | None = None) -> int:
@@ -65,9 +103,17 @@ def serve(host: str, port: int, env: Mapping[str, str], folder: str | None = Non
 
     import uvicorn
 
-    app, hooks_ = app_from_env(env, folder)
+    from lineage_defs.triggers.webhook.guard import guarded_protocol
+
+    app, hooks_, limits = app_from_env(env, folder)
     for name, h in sorted(hooks_.items()):
         creds = " + ".join(c for c, v in (("bearer token", h.token), ("HMAC secret", h.secret)) if v) or "NO CREDENTIAL: refuses every request"
         print(f"POST http://{host}:{port}/hooks/{name}  → {h.step_path}  ({creds})", file=sys.stderr)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False,
+        http=guarded_protocol(limits),  # connection cap, header deadline and size, requests per connection
+        timeout_keep_alive=int(max(limits.keep_alive, 1)),
+        backlog=2048,
+    )  # fmt: skip
+    uvicorn.Server(config).run()
     return 0

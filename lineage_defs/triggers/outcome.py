@@ -1,0 +1,149 @@
+"""A batch's runs → what happens to the batch next: the one place "done" is decided.
+
+A batch is **done when a run of it succeeded** — not when it has a run. Until
+then it is run again (SPEC section 6, "until it succeeds"), by two layers:
+
+1. Dagster's run retries, at once: every run a sensor asks for carries
+   ``dagster/max_retries`` (``LineageSettings.batch_retries``) and
+   ``dagster/retry_on_asset_or_op_failure``, so the daemon re-executes a run
+   that failed, or whose worker died (run monitoring marks it failed), with
+   the parent's tags — the same batch.
+2. The sensor's attempts, with backoff: when a batch's runs all ended without
+   success and Dagster will not retry again, the sensor asks for a new run
+   (a new run key) ``batch_backoff × 2^(n-1)`` seconds after the last one
+   ended, up to ``batch_attempts`` requests; then the batch has **failed**:
+   the sensor says so in every tick's skip reason and on the last run's
+   event log, and ``lineage-defs events replay <batch>`` starts a fresh series
+   of attempts.
+
+``verdict`` is pure (fixed inputs in the tests); ``batch_runs`` reads the
+runs from the instance. The target's ledger makes every run after the first
+that wrote a no-op, so running a batch again is always safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from lineage_defs.events.store import BATCH_TAG
+
+# Tags of a batch's runs (next to BATCH_TAG and STREAM_TAG): which request of which replay it is.
+ATTEMPT_TAG = "lineage/attempt"
+REPLAY_TAG = "lineage/replay"
+GAVE_UP_TAG = "lineage/gave_up"
+# Dagster's own run tags (documented): the automatic retries of one request.
+MAX_RETRIES_TAG = "dagster/max_retries"
+RETRY_ON_FAILURE_TAG = "dagster/retry_on_asset_or_op_failure"
+WILL_RETRY_TAG = "dagster/will_retry"
+
+_FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
+
+
+class Next(StrEnum):
+    DONE = "done"  # a run succeeded
+    RUNNING = "running"  # a run is queued, starting or executing
+    RETRYING = "retrying"  # the last run failed and Dagster will retry it
+    WAITING = "waiting"  # backing off before the next attempt
+    ASK = "ask"  # ask for a run now (``run_key``)
+    GIVE_UP = "give up"  # attempts ran out
+
+
+@dataclass(frozen=True)
+class Policy:
+    attempts: int = 3  # runs the sensor asks for per batch (each with Dagster's retries)
+    backoff: float = 30.0  # seconds after the first failed attempt; doubled after each
+    retries: int = 2  # Dagster's automatic retries of each requested run
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the decision needs of one run of a batch."""
+
+    run_id: str
+    status: str  # DagsterRunStatus value
+    created: float
+    ended: float | None = None
+    attempt: int = 1  # ATTEMPT_TAG: the sensor request it belongs to (a Dagster retry keeps its parent's)
+    replay: int = 0  # REPLAY_TAG
+    will_retry: bool = False  # WILL_RETRY_TAG: Dagster has decided to retry this failed run
+
+    @property
+    def finished(self) -> bool:
+        return self.status in _FINISHED
+
+
+@dataclass(frozen=True)
+class Verdict:
+    next: Next
+    reason: str
+    runs: int = 0  # runs of this batch so far
+    attempt: int = 0  # the request to make (ASK) or the last one made
+    run_key: str | None = None  # ASK: the new run's key
+    last_run: str | None = None
+    wait: float = 0.0  # WAITING: seconds until the next attempt
+
+
+def run_key(batch: str, replay: int, attempt: int) -> str:
+    """The batch id for its first run (Dagster never launches a run key twice), a suffix for later ones."""
+    return batch if (replay, attempt) == (0, 1) else f"{batch}/{replay}.{attempt}"
+
+
+def verdict(batch: str, replay: int, runs: Sequence[RunInfo], now: float, policy: Policy) -> Verdict:
+    """What to do with a batch (replayed ``replay`` times) given every run of it so far.
+
+    >>> verdict("b-1", 0, [], 0.0, Policy()).run_key
+    'b-1'
+    """
+    n = len(runs)
+    won = next((r for r in runs if r.status == "SUCCESS"), None)
+    if won is not None:
+        return Verdict(Next.DONE, f"run {won.run_id} succeeded", n, won.attempt, last_run=won.run_id)
+    live = next((r for r in runs if not r.finished), None)
+    if live is not None:
+        return Verdict(Next.RUNNING, f"run {live.run_id} is {live.status.lower()}", n, live.attempt, last_run=live.run_id)
+    current = [r for r in runs if r.replay == replay]
+    if not current:
+        return Verdict(Next.ASK, "no run yet" if not runs else f"replay {replay}", n, 1, run_key(batch, replay, 1))
+    last = max(current, key=lambda r: r.created)
+    made = max(r.attempt for r in current)
+    failed = f"{sum(1 for r in current)} run(s) failed, the last {last.run_id} ({last.status.lower()})"
+    if last.will_retry:
+        return Verdict(Next.RETRYING, f"{failed}; Dagster retries it", n, made, last_run=last.run_id)
+    if made >= policy.attempts:
+        return Verdict(Next.GIVE_UP, f"{failed}; {made} of {policy.attempts} attempts used", n, made, last_run=last.run_id)
+    due = (last.ended if last.ended is not None else last.created) + policy.backoff * 2 ** (made - 1)
+    if now < due:
+        return Verdict(Next.WAITING, f"{failed}; attempt {made + 1} of {policy.attempts} in {due - now:.0f} s", n, made, last_run=last.run_id, wait=due - now)
+    return Verdict(Next.ASK, f"{failed}; attempt {made + 1} of {policy.attempts}", n, made + 1, run_key(batch, replay, made + 1), last.run_id)
+
+
+def _int(text: str | None, default: int) -> int:
+    return int(text) if text and text.isdigit() else default
+
+
+def batch_runs(instance: Any, batch_ids: Sequence[str]) -> dict[str, list[RunInfo]]:
+    """Every run of each batch in the instance (retries and re-executions carry the batch tag too)."""
+    from dagster import RunsFilter
+
+    out: dict[str, list[RunInfo]] = {b: [] for b in batch_ids}
+    if not batch_ids:
+        return out
+    for rec in instance.get_run_records(filters=RunsFilter(tags={BATCH_TAG: list(batch_ids)})):
+        run = rec.dagster_run
+        b = run.tags.get(BATCH_TAG)
+        if b in out:
+            out[b].append(
+                RunInfo(
+                    run_id=run.run_id,
+                    status=run.status.value,
+                    created=rec.create_timestamp.timestamp(),
+                    ended=rec.end_time,
+                    attempt=_int(run.tags.get(ATTEMPT_TAG), 1),
+                    replay=_int(run.tags.get(REPLAY_TAG), 0),
+                    will_retry=run.tags.get(WILL_RETRY_TAG) == "true",
+                )
+            )
+    return out

@@ -1,0 +1,80 @@
+"""A batch's runs → what happens next (``triggers.outcome.verdict``): fixed inputs, no Dagster needed.
+
+Done means a run succeeded; a run in flight is waited for; a failure Dagster
+retries is left to Dagster; otherwise the sensor asks again after a doubling
+backoff, with a new run key, until its attempts run out, and a replay starts
+a fresh series.
+"""
+
+from __future__ import annotations
+
+from lineage_defs.triggers.outcome import Next, Policy, RunInfo, run_key, verdict
+
+P = Policy(attempts=3, backoff=30.0, retries=2)
+
+
+def run(i: str, status: str, created: float, ended: float | None = None, attempt: int = 1, replay: int = 0, will_retry: bool = False) -> RunInfo:
+    return RunInfo(i, status, created, ended, attempt, replay, will_retry)
+
+
+def test_the_first_run_is_asked_for_under_the_batch_id() -> None:
+    v = verdict("s-1", 0, [], 100.0, P)
+    assert (v.next, v.run_key, v.attempt) == (Next.ASK, "s-1", 1)
+
+
+def test_done_means_a_run_succeeded_not_that_one_exists() -> None:
+    failed = run("r1", "FAILURE", 0, 10)
+    assert verdict("s-1", 0, [failed], 11.0, P).next is Next.WAITING
+    assert verdict("s-1", 0, [failed, run("r2", "SUCCESS", 12, 20)], 21.0, P).next is Next.DONE
+    # a success from before a replay still counts: the batch is in the target
+    assert verdict("s-1", 1, [run("r2", "SUCCESS", 12, 20)], 21.0, P).next is Next.DONE
+
+
+def test_a_run_in_flight_is_waited_for_whatever_else_happened() -> None:
+    for status in ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"):
+        v = verdict("s-1", 0, [run("r1", "FAILURE", 0, 5), run("r2", status, 6)], 1000.0, P)
+        assert (v.next, v.last_run) == (Next.RUNNING, "r2"), status
+
+
+def test_a_failure_dagster_will_retry_is_left_to_dagster() -> None:
+    v = verdict("s-1", 0, [run("r1", "FAILURE", 0, 5, will_retry=True)], 10_000.0, P)
+    assert v.next is Next.RETRYING
+    # its retry failed too and Dagster's retries are used up: the sensor's backoff takes over
+    runs = [run("r1", "FAILURE", 0, 5, will_retry=True), run("r2", "FAILURE", 6, 8)]
+    v = verdict("s-1", 0, runs, 9.0, P)
+    assert (v.next, round(v.wait)) == (Next.WAITING, 29)
+
+
+def test_the_sensor_asks_again_after_a_doubling_backoff_then_gives_up() -> None:
+    first = [run("r1", "FAILURE", 0, 10, attempt=1)]
+    assert verdict("s-1", 0, first, 39.0, P).next is Next.WAITING
+    v = verdict("s-1", 0, first, 40.0, P)
+    assert (v.next, v.attempt, v.run_key) == (Next.ASK, 2, "s-1/0.2")
+    second = [*first, run("r2", "CANCELED", 41, 50, attempt=2)]
+    assert verdict("s-1", 0, second, 50 + 59.0, P).next is Next.WAITING  # 30 s × 2
+    v = verdict("s-1", 0, second, 50 + 60.0, P)
+    assert (v.next, v.run_key) == (Next.ASK, "s-1/0.3")
+    third = [*second, run("r3", "FAILURE", 111, 120, attempt=3)]
+    v = verdict("s-1", 0, third, 10_000.0, P)
+    assert (v.next, v.last_run, v.runs) == (Next.GIVE_UP, "r3", 3)
+    assert "3 of 3 attempts" in v.reason
+
+
+def test_a_lost_request_is_asked_for_again_under_the_same_key() -> None:
+    """The key comes from the runs the instance holds: a request that never became a run is made again, not skipped."""
+    first = [run("r1", "FAILURE", 0, 10)]
+    assert verdict("s-1", 0, first, 40.0, P).run_key == verdict("s-1", 0, first, 400.0, P).run_key == "s-1/0.2"
+
+
+def test_a_replay_starts_a_fresh_series_of_attempts() -> None:
+    old = [run("r1", "FAILURE", 0, 10, attempt=1), run("r2", "FAILURE", 20, 30, attempt=2), run("r3", "FAILURE", 40, 50, attempt=3)]
+    assert verdict("s-1", 0, old, 1000.0, P).next is Next.GIVE_UP
+    v = verdict("s-1", 1, old, 1000.0, P)
+    assert (v.next, v.run_key, v.attempt) == (Next.ASK, "s-1/1.1", 1)
+    v = verdict("s-1", 1, [*old, run("r4", "FAILURE", 1001, 1010, attempt=1, replay=1)], 1011.0, P)
+    assert v.next is Next.WAITING
+
+
+def test_run_keys_are_distinct_per_attempt_and_replay() -> None:
+    keys = {run_key("s-1", g, a) for g in range(3) for a in range(1, 4)}
+    assert len(keys) == 9 and run_key("s-1", 0, 1) == "s-1"

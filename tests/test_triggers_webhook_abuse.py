@@ -1,0 +1,365 @@
+"""The webhook receiver under abuse, on loopback, bounded: it keeps answering, and a valid post gets its 202 meanwhile.
+
+The receiver (`lineage-defs webhooks serve`) runs as its own process with
+small limits, so each abuse reaches them quickly: idle and half-sent
+connections (more than the cap), slow bodies, bodies buffered before their
+HMAC can be checked, deep JSON, NaN, other encodings, oversized heads, and
+hostile partition keys. Nothing refused is stored; no answer is a 500.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import hmac
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services import VENV_BIN, Receiver
+from triggers_support import stored, write_steps
+from webserver import free_port
+
+pytestmark = pytest.mark.slow
+
+TOKEN, SECRET = "t0ken-open-sesame", "hmac-s3cret"
+CAP, HEADER_TIMEOUT, BODY_TIMEOUT, KEEP_ALIVE = 64, 2, 3, 2
+BUFFERED = 4 * 1024 * 1024
+MAX_BYTES = 1024 * 1024
+
+STEPS = {
+    "hooks/orders.sql": "-- pipeline\n-- on webhook name=orders\n-- materialize duckdb://warehouse/orders append\nSELECT value FROM _events\n",
+    "hooks/signed.sql": "-- pipeline\n-- on webhook name=signed\n-- materialize duckdb://warehouse/signed append\nSELECT value FROM _events\n",
+    "hooks/regions.sql": (
+        '-- pipeline\n-- partitioned dynamic key="$.region"\n-- on webhook name=regions\n'
+        "-- materialize duckdb://warehouse/regions append\nSELECT value FROM _events\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def receiver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("webhook-abuse")
+    pipelines = write_steps(tmp / "pipelines", STEPS)
+    state = tmp / "state"
+    env = {
+        "LINEAGE_WEBHOOK_TOKEN_ORDERS": TOKEN,
+        "LINEAGE_WEBHOOK_TOKEN_REGIONS": TOKEN,
+        "LINEAGE_WEBHOOK_SECRET_SIGNED": SECRET,  # HMAC only: its bodies are read before they can be checked
+        "LINEAGE_WEBHOOK_MAX_CONNECTIONS": str(CAP),
+        "LINEAGE_WEBHOOK_HEADER_TIMEOUT": str(HEADER_TIMEOUT),
+        "LINEAGE_WEBHOOK_BODY_TIMEOUT": str(BODY_TIMEOUT),
+        "LINEAGE_WEBHOOK_KEEP_ALIVE": str(KEEP_ALIVE),
+        "LINEAGE_WEBHOOK_MAX_BUFFERED": str(BUFFERED),
+    }
+    proc = Receiver(tmp, pipelines, state, env)
+    proc.start()
+    try:
+        yield {"port": proc.port, "url": proc.url, "state": state, "proc": proc, "pid": proc.command_pid, "tmp": tmp}
+    finally:
+        proc.stop()
+
+
+def post(url: str, body: bytes, headers: dict[str, str], timeout: float = 10) -> tuple[int, dict[str, Any]]:
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **headers}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        return e.code, json.loads(raw) if raw.startswith(b"{") else {"raw": raw[:200].decode(errors="replace")}
+
+
+def valid(r: dict[str, Any], n: int = 1) -> tuple[int, dict[str, Any]]:
+    return post(f"{r['url']}/hooks/orders", json.dumps({"n": n}).encode(), {"Authorization": f"Bearer {TOKEN}"})
+
+
+def signed(body: bytes) -> dict[str, str]:
+    return {"X-Lineage-Signature": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()}
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_mib(pid: int) -> float:
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def closed_by_server(s: socket.socket, within: float) -> bool:
+    """Whether the server closes ``s`` within ``within`` seconds (whatever it said before closing)."""
+    s.settimeout(within)
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except (socket.timeout, TimeoutError):
+        return False
+    except OSError:
+        return True
+
+
+def test_idle_and_half_sent_connections_beyond_the_cap_do_not_lock_out_a_valid_post(receiver: dict[str, Any]) -> None:
+    port, pid = receiver["port"], receiver["pid"]
+    baseline = open_fds(pid)
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(CAP * 3)]  # connected, silent
+    half = []
+    for _ in range(CAP * 3):  # a request head that never ends
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n")
+        half.append(s)
+    try:
+        time.sleep(0.3)
+        assert open_fds(pid) <= baseline + CAP + 8, "the cap bounds the descriptors the receiver holds"
+        status, answer = valid(receiver, 1)
+        assert status == 202 and answer["id"], answer
+        with urllib.request.urlopen(f"{receiver['url']}/health", timeout=5) as h:
+            assert json.loads(h.read()) == {"ok": True}
+        # whatever is still open past the header deadline is closed by the server
+        survivors = [s for s in idle + half if not closed_by_server(s, HEADER_TIMEOUT + 2)]
+        assert survivors == []
+    finally:
+        for s in idle + half:
+            s.close()
+
+
+def test_a_slow_body_times_out_and_an_idle_keep_alive_connection_is_closed(receiver: dict[str, Any]) -> None:
+    s = socket.create_connection(("127.0.0.1", receiver["port"]))
+    s.sendall(b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 100\r\n\r\n{")
+    t0 = time.monotonic()
+    s.settimeout(BODY_TIMEOUT + 5)
+    answer = s.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 408 ") and BODY_TIMEOUT - 0.5 < time.monotonic() - t0 < BODY_TIMEOUT + 3
+    assert b"connection: close" in answer.lower() and closed_by_server(s, 2)
+    s.close()
+
+    # keep-alive: a finished request's connection is dropped once idle that long
+    body = json.dumps({"n": 2}).encode()
+    s = socket.create_connection(("127.0.0.1", receiver["port"]))
+    s.sendall(b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s" % (TOKEN.encode(), len(body), body))
+    s.settimeout(10)
+    assert s.recv(65536).startswith(b"HTTP/1.1 202 ")
+    t0 = time.monotonic()
+    assert closed_by_server(s, KEEP_ALIVE + 3) and time.monotonic() - t0 >= KEEP_ALIVE - 0.5
+    s.close()
+
+
+def test_a_connection_serves_a_bounded_number_of_requests(receiver: dict[str, Any]) -> None:
+    """Keep-alive is bounded in requests too (guard.Limits.max_requests_per_connection, 1000): past it the server closes."""
+    limit = 1000
+    s = socket.create_connection(("127.0.0.1", receiver["port"]))
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * (limit + 50))  # pipelined
+    s.settimeout(30)
+    got = b""
+    try:
+        while chunk := s.recv(1 << 20):
+            got += chunk
+    except OSError:
+        pass
+    s.close()
+    assert got.count(b"HTTP/1.1 200 ") == limit, got.count(b"HTTP/1.1 200 ")
+    assert got.lower().count(b"connection: close") == 1
+
+
+def test_bodies_read_before_their_hmac_is_checked_are_capped_in_total(receiver: dict[str, Any]) -> None:
+    """200 connections each sending 1 MiB − 1 once grew the receiver by 200 MiB before any credential was checked."""
+    port, pid = receiver["port"], receiver["pid"]
+    before = rss_mib(pid)
+    senders: list[socket.socket] = []
+    answers: dict[bytes, int] = {}
+    try:
+        for _ in range(CAP - 8):  # within the connection cap: this is about memory, not connections
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"POST /hooks/signed HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (MAX_BYTES - 1))
+            s.setblocking(False)
+            senders.append(s)
+        chunk = b"x" * 65536
+        sent = [0] * len(senders)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:  # push as much body as the receiver takes, never all of it
+            for i, s in enumerate(senders):
+                left = MAX_BYTES - 2 - sent[i]
+                if left > 0:
+                    try:
+                        sent[i] += s.send(chunk[:left])
+                    except (BlockingIOError, OSError):
+                        pass
+        # meanwhile, a valid post (bearer: checked before any body is read) is answered at once
+        status, _ = valid(receiver, 3)
+        assert status == 202
+        grown = rss_mib(pid) - before
+        assert grown < BUFFERED / 2**20 + 24, f"the receiver grew {grown:.0f} MiB"
+        for s in senders:
+            s.setblocking(True)
+            s.settimeout(BODY_TIMEOUT + 5)
+            try:
+                head = s.recv(64)
+            except OSError:
+                head = b""
+            code = head.split(b" ")[1] if head.startswith(b"HTTP/1.1 ") else b"none"
+            answers[code] = answers.get(code, 0) + 1
+    finally:
+        for s in senders:
+            s.close()
+    # the budget admitted a few bodies (then their senders were too slow: 408); the rest were refused unread
+    assert answers.get(b"503", 0) >= len(senders) - BUFFERED // (MAX_BYTES - 1), answers
+    assert set(answers) <= {b"503", b"408"}, answers
+    body = json.dumps({"n": 4}).encode()
+    assert post(f"{receiver['url']}/hooks/signed", body, signed(body))[0] == 202  # the budget is free again
+
+
+def test_credentials_and_size_are_refused_before_any_of_the_body_is_read(receiver: dict[str, Any]) -> None:
+    """A head promising a body that never comes: a wrong or missing bearer, an unknown hook and an oversized
+    Content-Length are answered at once (well before the body timeout), so no body is buffered for them."""
+    heads = [
+        (b"401", b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Length: 1000000\r\n\r\n"),
+        (b"401", b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n"),
+        (b"404", b"POST /hooks/nope HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 1000000\r\n\r\n"),
+        (b"413", b"POST /hooks/signed HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (MAX_BYTES + 1)),
+    ]
+    for want, head in heads:
+        s = socket.create_connection(("127.0.0.1", receiver["port"]))
+        s.sendall(head + b"{")
+        t0 = time.monotonic()
+        s.settimeout(BODY_TIMEOUT + 5)
+        answer = s.recv(200)
+        s.close()
+        assert answer.startswith(b"HTTP/1.1 " + want + b" "), (want, answer)
+        assert time.monotonic() - t0 < BODY_TIMEOUT / 2, f"{want!r} waited for the body"
+
+
+@pytest.mark.parametrize(
+    "name, body, want",
+    [
+        ("arrays 975 deep", b"[" * 975 + b"]" * 975, "nested deeper than 64"),
+        ("arrays 3,000 deep", b"[" * 3000 + b"]" * 3000, "nested deeper than 64"),
+        ("objects 100,000 deep", b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "nested deeper than 64"),
+        ("65 deep", b"[" * 65 + b"]" * 65, "nested deeper than 64"),
+        ("NaN", b'{"n": NaN}', "NaN is not JSON"),
+        ("Infinity", b'{"n": -Infinity}', "-Infinity is not JSON"),
+        ("UTF-16", '{"n": 1}'.encode("utf-16"), "not UTF-8"),
+        ("UTF-32", '{"n": 1}'.encode("utf-32-le"), "not JSON"),
+        ("a byte-order mark", b'\xef\xbb\xbf{"n": 1}', "byte-order mark"),
+        ("Latin-1", '{"n": "caf\xe9"}'.encode("latin-1"), "not UTF-8"),
+        ("a huge number", b'{"n": ' + b"9" * 5000 + b"}", "not JSON"),
+    ],
+)
+def test_hostile_json_is_a_400_never_a_500(receiver: dict[str, Any], name: str, body: bytes, want: str) -> None:
+    before = stored(receiver["state"], "webhook:orders")
+    status, answer = post(f"{receiver['url']}/hooks/orders", body, {"Authorization": f"Bearer {TOKEN}"})
+    assert (status, want in answer.get("error", "")) == (400, True), (name, status, answer)
+    assert stored(receiver["state"], "webhook:orders") == before
+    # the same body signed for the HMAC-only hook: refused as well, after its signature checked out
+    status, answer = post(f"{receiver['url']}/hooks/signed", body, signed(body))
+    assert status == 400, (name, status, answer)
+
+
+def test_json_nested_64_deep_is_accepted(receiver: dict[str, Any]) -> None:
+    body = b"[" * 64 + b"]" * 64
+    assert post(f"{receiver['url']}/hooks/orders", body, {"Authorization": f"Bearer {TOKEN}"})[0] == 202
+
+
+@pytest.mark.parametrize("region", ["abc\n", "abc\r\n", "abc\x00", "\nabc", "a\u2028b", "../abc", "abc" * 50])
+def test_a_partition_key_must_match_as_a_whole(receiver: dict[str, Any], region: str) -> None:
+    body = json.dumps({"region": region}).encode()
+    status, answer = post(f"{receiver['url']}/hooks/regions", body, {"Authorization": f"Bearer {TOKEN}"})
+    assert status == 400 and "no usable partition" in answer["error"], answer
+    assert stored(receiver["state"], "webhook:regions") == 0
+
+
+def test_a_strange_content_length_is_a_400(receiver: dict[str, Any]) -> None:
+    for value in (b"\xb2", b"1e3", b"-1", b"9" * 40):  # "²" passes str.isdigit()
+        s = socket.create_connection(("127.0.0.1", receiver["port"]))
+        s.sendall(b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: " + value + b"\r\n\r\n{}")
+        s.settimeout(5)
+        answer = s.recv(200)
+        s.close()
+        assert answer.startswith(b"HTTP/1.1 400 "), (value, answer)
+
+
+def test_an_oversized_request_head_is_refused(receiver: dict[str, Any]) -> None:
+    for head in (b"X-Pad: " + b"a" * 20_000 + b"\r\n", b"".join(b"X-H%d: v\r\n" % i for i in range(200))):
+        s = socket.create_connection(("127.0.0.1", receiver["port"]))
+        s.sendall(b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n")
+        s.settimeout(5)
+        assert s.recv(100).startswith(b"HTTP/1.1 431 ")
+        s.close()
+    assert valid(receiver, 5)[0] == 202
+
+
+def test_colliding_or_unroutable_hook_names_stop_the_receiver_with_a_located_error(tmp_path: Path) -> None:
+    pipelines = write_steps(
+        tmp_path / "pipelines",
+        {
+            "p/a.sql": "-- pipeline\n-- on webhook name=pay-eu\n-- materialize duckdb://warehouse/a append\nSELECT value FROM _events\n",
+            "p/b.sql": "-- pipeline\n-- on webhook name=pay_eu\n-- materialize duckdb://warehouse/b append\nSELECT value FROM _events\n",
+            "p/c.sql": "-- pipeline\n-- on webhook name=pay_eu\n-- materialize duckdb://warehouse/c append\nSELECT value FROM _events\n",
+            "p/d.sql": "-- pipeline\n-- on webhook name=a/b\n-- materialize duckdb://warehouse/d append\nSELECT value FROM _events\n",
+        },
+    )
+    env = {**os.environ, "LINEAGE_PIPELINES_DIR": str(pipelines), "LINEAGE_STATE_DIR": str(tmp_path / "state")}
+    r = subprocess.run([str(VENV_BIN / "lineage-defs"), "webhooks", "serve", "--port", str(free_port())], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 1
+    assert "p/a.sql:2:20: bad webhook name 'pay-eu'" in r.stderr
+    assert "p/d.sql:2:20: bad webhook name 'a/b'" in r.stderr
+    assert "p/c.sql:2:4: webhook 'pay_eu' is declared twice (also by p/b.sql)" in r.stderr
+    check = subprocess.run([str(VENV_BIN / "lineage-defs"), "check", str(pipelines)], capture_output=True, text=True, env=env, timeout=120)
+    assert check.returncode == 1 and "3 errors" in check.stdout
+
+
+def test_abuse_all_at_once_still_lets_valid_posts_through(receiver: dict[str, Any]) -> None:
+    """Half-sent heads, slow bodies, unauthenticated bodies and deep JSON from several threads while valid posts go on."""
+    port, url = receiver["port"], receiver["url"]
+    stop = time.monotonic() + 8
+
+    def slowloris() -> None:
+        while time.monotonic() < stop:
+            conns = []
+            for _ in range(CAP):
+                try:
+                    s = socket.create_connection(("127.0.0.1", port), timeout=2)
+                    s.sendall(b"POST /hooks/orders HTTP/1.1\r\nHost: x\r\n")
+                    conns.append(s)
+                except OSError:
+                    pass
+            time.sleep(0.5)
+            for s in conns:
+                s.close()
+
+    def unauthenticated() -> None:
+        while time.monotonic() < stop:
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=2)
+                s.sendall(b"POST /hooks/signed HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (MAX_BYTES - 1) + b"x" * 200_000)
+                s.close()
+            except OSError:
+                pass
+
+    def deep() -> None:
+        body = b"[" * 5000 + b"]" * 5000
+        while time.monotonic() < stop:
+            status, _ = post(f"{url}/hooks/orders", body, {"Authorization": f"Bearer {TOKEN}"})
+            assert status in (400, 503)
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        abusers = [pool.submit(f) for f in (slowloris, slowloris, unauthenticated, deep)]
+        time.sleep(1)
+        answered = []
+        while time.monotonic() < stop - 1:
+            t0 = time.monotonic()
+            status, answer = valid(receiver, 100 + len(answered))
+            answered.append((status, time.monotonic() - t0))
+            time.sleep(0.2)
+        for f in abusers:
+            f.result()
+    assert len(answered) >= 2 and all(status == 202 for status, _ in answered), answered
