@@ -10,6 +10,7 @@ from pathlib import Path
 from lineage_defs.errors import AnnotationError, LineageDefsError, Location, SpecError
 from lineage_defs.parse.model import Materialize, TestKind
 from lineage_defs.plan.batching import batching_errors
+from lineage_defs.plan.cache import content_hash
 from lineage_defs.plan.files import FileResult
 from lineage_defs.plan.names import op_name
 from lineage_defs.plan.refs import match_template
