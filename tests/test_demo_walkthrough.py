@@ -56,6 +56,7 @@ query($k: AssetKeyInput!) { assetNodeOrError(assetKey: $k) { ... on AssetNode { 
 PARTITIONS_OF = """
 query($k: AssetKeyInput!, $p: [String!]) { assetNodeOrError(assetKey: $k) { ... on AssetNode { latestMaterializationByPartition(partitions: $p) { partition runId } } } }
 """
+ASSETS = "query { assetNodes { assetKey { path } isMaterializable isPartitioned } }"
 LATEST = "query($k: AssetKeyInput!) { assetOrError(assetKey: $k) { ... on Asset { assetMaterializations(limit: 1) { runId } } } }"
 
 
@@ -113,11 +114,11 @@ def type_partitions(b: Browser, text: str) -> None:
     b.wait(f"{text} in the partition field", typed)
 
 
-def launch(walk: DagsterDev, b: Browser, selection: list[str]) -> dict[str, Any]:
-    """**Launch backfill**; the backfill it created (of exactly ``selection``)."""
+def launch(walk: DagsterDev, b: Browser, selection: list[tuple[str, ...]]) -> dict[str, Any]:
+    """**Launch backfill**; the backfill it created (of exactly the asset keys ``selection``)."""
     before = {r["id"] for r in walk.graphql(BACKFILLS)["partitionBackfillsOrError"]["results"]}
     b.click("(//div[contains(@class, 'bp5-dialog')])[last()]//button[contains(normalize-space(.), 'Launch backfill')]")
-    want = sorted(uris.key_path(u) for u in selection)
+    want = sorted(tuple(k) for k in selection)
     created = b.wait("the backfill to be created", lambda: [
         r for r in walk.graphql(BACKFILLS)["partitionBackfillsOrError"]["results"] if r["id"] not in before
     ], timeout=60)
@@ -175,8 +176,11 @@ def test_materialize_all_with_one_partition(walk: DagsterDev, browser: Browser, 
     assert "2025-01-01...2025-01-01" in preview  # January of monthly_revenue
     assert "End offsetted by 1 partition" in preview  # payments (today included) follows orders
     b.click("(//div[contains(@class, 'bp5-dialog')])[last()]//button[normalize-space(.)='OK']")
+    # every asset of the code location: the scripts' and dbt models' and the example's hand-written one
+    nodes = [n for n in walk.graphql(ASSETS)["assetNodes"] if n["isMaterializable"]]
+    every = [tuple(n["assetKey"]["path"]) for n in nodes]
     project = load_project(REPO / "examples" / "pipelines")
-    every = [u for s in project.steps for u in s.outputs]
+    assert {uris.key_path(u) for s in project.steps for u in s.outputs} < set(every)
     backfill = launch(walk, b, every)  # of every asset; its partitions are the anchor's one day, mapped down
 
     done = walk.wait_until("the backfill", lambda: (x if (x := walk.graphql(
@@ -185,13 +189,13 @@ def test_materialize_all_with_one_partition(walk: DagsterDev, browser: Browser, 
     rs = wait_quiet(walk, 300)
     assert done["status"] == "COMPLETED_SUCCESS", (done, failures(walk, rs))
     assert all(r["status"] == "SUCCESS" for r in rs), failures(walk, rs)
-    partitioned = {u for s in project.steps if s.partitioning for u in s.outputs}
-    for uri in every:  # everything of that day is built: one partition of each partitioned asset
-        latest = walk.graphql(LATEST, {"k": key_input(uri)})["assetOrError"]["assetMaterializations"]
-        assert latest, f"{uri} was not materialized"
-        if uri in partitioned:
-            stats = walk.graphql(MATERIALIZED, {"k": key_input(uri)})["assetNodeOrError"]["partitionStats"]
-            assert stats["numMaterialized"] == 1, (uri, stats)
+    partitioned = {tuple(n["assetKey"]["path"]) for n in nodes if n["isPartitioned"]}
+    for key in every:  # everything of that day is built: one partition of each partitioned asset
+        latest = walk.graphql(LATEST, {"k": {"path": list(key)}})["assetOrError"]["assetMaterializations"]
+        assert latest, f"{key} was not materialized"
+        if key in partitioned:
+            stats = walk.graphql(MATERIALIZED, {"k": {"path": list(key)}})["assetNodeOrError"]["partitionStats"]
+            assert stats["numMaterialized"] == 1, (key, stats)
     assert rows(root, f"SELECT count(*) FROM lake.main.orders WHERE _partition = '{DAY}'")[0][0] > 100
 
 
@@ -207,7 +211,7 @@ def test_the_cascade_builds_the_rest_of_each_day(walk: DagsterDev, browser: Brow
     b.open_dialog("Materialize selected")
     type_partitions(b, f"[{MORE_DAYS[0]}...{MORE_DAYS[-1]}]")
     assert "2 partitions" in dialog(b).text
-    backfill = launch(walk, b, RAW)
+    backfill = launch(walk, b, [uris.key_path(u) for u in RAW])
     assert backfill["partitionNames"] == MORE_DAYS, backfill
 
     def filled() -> bool:

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from lineage_defs import LineageDuckDBResource, LineageSettings, build_definitions, merge_definitions
+from lineage_defs import LineageDuckDBResource, LineageSettings, build_definitions, merge_definitions, uris
 from lineage_defs.definitions import user_definitions
 from lineage_defs.duckdb_io import IO_MANAGER_KEY, RESOURCE_KEY
 from lineage_defs.duckdb_io.relations import table_uri_of, uri_of
@@ -29,7 +29,7 @@ from lineage_defs.run.substrates import Session
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "pipelines"
 HANDWRITTEN = ROOT / "examples" / "python_assets.py"
-RAW = dg.AssetKey(["s3", "_default", "raw", "orders", "orders.__partition__.csv"])
+RAW = dg.AssetKey(list(uris.key_path("s3:///raw/orders/{partition}.csv")))
 
 
 def _key(path: str) -> dg.AssetKey:

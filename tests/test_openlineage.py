@@ -19,7 +19,7 @@ import dagster as dg
 import pytest
 from openlineage.client.serde import Serde
 
-from lineage_defs import LineageSettings, build_definitions, load_project
+from lineage_defs import LineageSettings, build_definitions, load_project, uris
 from lineage_defs.openlineage.config import configured
 from lineage_defs.openlineage.emitter import Emitter
 from lineage_defs.openlineage.spec import Dataset, Event, RunInfo, dataset_name
@@ -29,7 +29,7 @@ from tests.openlineage_support import blackhole, dead_url, parse_run_event, rece
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "pipelines"
-RAW = dg.AssetKey(["s3", "_default", "raw", "orders", "orders.__partition__.csv"])
+RAW = dg.AssetKey(list(uris.key_path("s3:///raw/orders/{partition}.csv")))
 
 
 def _key(path: str) -> dg.AssetKey:
