@@ -171,6 +171,23 @@ class _Line:
         self.error(_value_at(t), f"bad webhook name '{t.value}'", f"use lower-case letters, digits and _ only, e.g. name={fixed} (its credentials: LINEAGE_WEBHOOK_TOKEN_{fixed.upper()})")
         return None
 
+    def sqs_queue(self, t: Token) -> str | None:
+        """A queue name (``[A-Za-z0-9_-]{1,80}``, ``.fifo`` allowed) or its http(s) URL."""
+        v = t.value
+        if re.fullmatch(r"https?://[^\s/]+/\S+", v) or _SQS_NAME.fullmatch(v):
+            return v
+        fixed = re.sub(r"[^A-Za-z0-9_-]", "_", v.rsplit("/", 1)[-1])[:80] or "orders"
+        self.error(_value_at(t), f"bad SQS queue '{v}'", f"write a queue name of letters, digits, - and _ (e.g. queue={fixed}) or the queue's https:// URL")
+        return None
+
+    def connection(self, t: Token) -> str | None:
+        """A connection name: the suffix of its environment variables (``LINEAGE_…_<CONNECTION>``)."""
+        if _CONNECTION.fullmatch(t.value):
+            return t.value
+        fixed = re.sub(r"[^A-Za-z0-9_]", "_", t.value) or "main"
+        self.error(_value_at(t), f"bad connection name '{t.value}'", f"use letters, digits and _ only, e.g. connection={fixed}")
+        return None
+
     def partition_from(self, t: Token) -> str | None:
         if _PARTITION_FROM.match(t.value):
             return t.value
@@ -179,6 +196,8 @@ class _Line:
 
 
 _HOOK_NAME = re.compile(r"[a-z0-9_]+")
+_SQS_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
+_CONNECTION = re.compile(r"[A-Za-z0-9_]+")
 
 
 def _options_fix(allowed: Mapping[str, object], flags: tuple[str, ...], what: str) -> str:
