@@ -1,11 +1,13 @@
 """`on sqs queue=…`: the annotation, its sensor, and the queue → store → runs path on moto's SQS server.
 
-moto's ThreadedMotoServer is started by this module on a free port (its own,
-not the suite's S3 one). The end-to-end test runs the real `dagster-daemon`:
+moto's SQS server is started by this module on a free port, as a process of
+its own (``python -m moto.server``: the in-process ThreadedMotoServer is not
+thread-safe under concurrent receives and sends). The end-to-end test runs the real `dagster-daemon`:
 N messages with malformed ones among them → exactly the good ones in an
 `append` target, each once, the malformed ones stored as rejected with their
 reason; the daemon's whole process group SIGKILLed while M more flow → exactly
-N + M. The redelivery test drives ``pull.drain`` directly: a chunk stored but
+N + M (run monitoring fails a run the crash orphaned; its batch runs again and the
+target's ledger keeps it once). The redelivery test drives ``pull.drain`` directly: a chunk stored but
 never deleted (what a crash between the store and the delete leaves) comes
 back from SQS after its visibility timeout and stores nothing new.
 """
@@ -13,6 +15,7 @@ back from SQS after its visibility timeout and stores nothing new.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -183,7 +186,8 @@ def test_sqs_messages_land_once_across_a_daemon_kill_and_malformed_ones_are_reje
 
         sender = threading.Thread(target=send_rest)
         sender.start()
-        daemon.kill()
+        time.sleep(0.5)
+        assert daemon.crash(), "the daemon's whole process group (code server, run workers) was SIGKILLed"
         time.sleep(1)
         daemon.start()
         sender.join()
@@ -212,6 +216,13 @@ def test_sqs_messages_land_once_across_a_daemon_kill_and_malformed_ones_are_reje
 
         reason = wait_for("a skip reason naming the rejected messages", told, 60, logs)
         assert "3 events rejected and will not run" in reason and reason.startswith("queue orders: read ")
+        listing = subprocess.run(
+            [str(Path(sys.executable).parent / "lineage-defs"), "events", "--stream", STREAM],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "LINEAGE_STATE_DIR": str(state), "LINEAGE_PIPELINES_DIR": str(pipelines), "DAGSTER_HOME": str(daemon.home)},
+        )
+        assert listing.returncode == 0, listing.stderr
+        assert f"{n + m + 3} events stored, {n + m} batched, 3 rejected" in listing.stdout and "NaN is not JSON" in listing.stdout
         # 3. the queue is empty: every stored message was deleted
         attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
         assert attrs == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}
