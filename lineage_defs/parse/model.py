@@ -101,9 +101,21 @@ class Sqs:
         return self.queue.rstrip("/").rsplit("/", 1)[-1]
 
 
+@dataclass(frozen=True)
+class Postgres:
+    """``on postgres table=<schema>.<table> [connection=…] [events=insert,update,delete]``."""
+
+    table: str  # schema.table
+    connection: str
+    events: tuple[str, ...]  # of insert, update, delete
+    partition_from: str | None
+    max_batch: int | None
+    at: Location
+
+
 # The event triggers (SPEC section 6): each kind a type of its own, built into sensors by
 # the table in ``lineage_defs.triggers``.
-EventTrigger = Kafka | Webhook | Sqs
+EventTrigger = Kafka | Webhook | Sqs | Postgres
 
 
 class PartitionKind(StrEnum):
