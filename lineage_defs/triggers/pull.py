@@ -90,6 +90,8 @@ def drain(store: EventStore, stream: str, reader: Reader, *, max_messages: int, 
                 out.consumed += len(got.events)
                 out.rejected += sum(e.error is not None for e in got.events)
                 out.stored += store.add_messages(stream, got.events)  # committed to disk before the ack
+            if got.events or got.receipt is not None:
+                # (a chunk without events may still move the source: a PostgreSQL slot past transactions with no change of ours)
                 reader.ack(got)
             if got.caught_up or not got.events:
                 break
