@@ -67,11 +67,19 @@ def test_the_postgres_sensor_is_running_names_its_table_and_says_what_to_set(tmp
     defs = build_definitions(pipes, settings=LineageSettings(state_dir=str(tmp_path / "state")))
     sensor = next(s for s in defs.sensors if s.name == "p__c__postgres_public_orders")
     assert sensor.default_status == DefaultSensorStatus.RUNNING
-    assert "on postgres table=public.orders" in (sensor.description or "") and "lineage_p__c" in (sensor.description or "")
+    assert "on postgres table=public.orders" in (sensor.description or "") and "slot and publication lineage_p__c_public_orders" in (sensor.description or "")
     with DagsterInstance.ephemeral() as instance:
         result = sensor.evaluate_tick(build_sensor_context(instance=instance, repository_def=defs.get_repository_def()))
     assert not result.run_requests
     assert "no PostgreSQL for connection 'default': set LINEAGE_PG_DSN" in (result.skip_message or "")
+
+
+def test_two_tables_of_one_step_get_two_slots_within_postgres_name_limit() -> None:
+    from lineage_defs.triggers.postgres.reader import slot_name
+
+    assert slot_name("shop__orders", "public.a") != slot_name("shop__orders", "public.b")
+    long = [slot_name("p__" + "x" * 80, t) for t in ("public.a", "public.b")]
+    assert all(len(n) == 63 for n in long) and long[0] != long[1]
 
 
 def _conn(dsn: str) -> Any:
@@ -189,7 +197,7 @@ def test_table_changes_land_once_across_a_daemon_crash(pg_dsn: str, tmp_path: Pa
         # the first tick creates the publication and the slot: changes from then on are kept
         def slot() -> Any:
             with _conn(pg_dsn) as c:
-                return c.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = 'lineage_e2e__pg_rows'").fetchone()
+                return c.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = 'lineage_e2e__pg_rows_public_cdc_orders'").fetchone()
 
         wait_for("the slot", slot, 120, logs)
         with _conn(pg_dsn) as c:
@@ -225,4 +233,4 @@ def test_table_changes_land_once_across_a_daemon_crash(pg_dsn: str, tmp_path: Pa
         assert len(runs(instance, **{"dagster/sensor_name": "e2e__pg_rows__postgres_public_cdc_orders"})) >= 2
     finally:
         daemon.stop()
-        _drop(pg_dsn, "lineage_e2e__pg_rows")
+        _drop(pg_dsn, "lineage_e2e__pg_rows_public_cdc_orders")

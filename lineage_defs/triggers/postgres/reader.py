@@ -38,11 +38,14 @@ class PgSource:
     chunk: int = 5000  # changes per peek (each peek decodes from the slot's start again: keep it large)
 
 
-def slot_name(step_name: str) -> str:
-    """``lineage_<step>`` in lower case, within PostgreSQL's 63-character names."""
+def slot_name(step_name: str, table: str) -> str:
+    """``lineage_<step>_<schema>_<table>`` in lower case: one slot per step and table (two tables of one
+    step never share one). Longer than PostgreSQL's 63 characters: cut, with a hash of the whole name."""
+    import hashlib
     import re
 
-    return ("lineage_" + re.sub(r"[^a-z0-9_]", "_", step_name.lower()))[:63]
+    name = "lineage_" + re.sub(r"[^a-z0-9_]", "_", f"{step_name}_{table}".lower())
+    return name if len(name) <= 63 else f"{name[:54]}_{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
 class PgReader:

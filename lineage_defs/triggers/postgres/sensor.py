@@ -32,7 +32,7 @@ def postgres_sensor(step: ScriptStep, p: Postgres, keys: Sequence[AssetKey], pde
     env = "LINEAGE_PG_DSN" + ("" if p.connection == "default" else f"_{p.connection.upper()}")
     from lineage_defs.triggers.postgres.reader import slot_name
 
-    slot = slot_name(step.name)
+    slot = slot_name(step.name, p.table)
 
     def reader() -> Reader:
         from lineage_defs.triggers.postgres.reader import PgReader, PgSource  # psycopg: imported when a tick runs
