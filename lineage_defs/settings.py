@@ -63,6 +63,7 @@ ENV_PREFIXES = {
     "ducklake_catalogs": "LINEAGE_DUCKLAKE_CATALOG_",
     "ducklake_data_paths": "LINEAGE_DUCKLAKE_DATA_PATH_",
     "kafka_bootstrap": "LINEAGE_KAFKA_BOOTSTRAP_",
+    "sqs_endpoints": "LINEAGE_SQS_ENDPOINT_URL_",
 }
 # May hold a password or key: never shown in the UI, logs or errors.
 SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key")
@@ -103,12 +104,14 @@ class LineageSettings:
     s3_secret_access_key: str | None = None
     # -- triggers (SPEC section 6)
     kafka_bootstrap: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → host:port,…
+    # connection (lower case; "default") → SQS endpoint URL; the default connection without one is AWS itself
+    sqs_endpoints: Mapping[str, str] = field(default_factory=dict)
     cascade_interval: int = 15  # seconds between evaluations of the cascade
     # Seconds between ticks of the event sensors. Dagster's sensor daemon looks at sensors every 5 s: an
     # interval of exactly 5 falls just short on every other look (a tick every 10 s); 4 is every look.
     event_interval: int = 4
     max_runs_per_tick: int = 25
-    kafka_poll_seconds: float = 10.0  # how long one Kafka tick may read
+    kafka_poll_seconds: float = 10.0  # how long one tick of a pull source (Kafka, SQS) may read
     batch_retention_days: float = 7.0  # a batch whose run succeeded is deleted from the store after this
     # a batch runs until a run of it succeeds (triggers.outcome): Dagster retries each requested
     # run batch_retries times at once, the sensor requests up to batch_attempts runs with backoff
@@ -141,6 +144,8 @@ class LineageSettings:
                 secret_env[f] = prefix
         if e.get("LINEAGE_KAFKA_BOOTSTRAP"):
             values["kafka_bootstrap"]["default"] = e["LINEAGE_KAFKA_BOOTSTRAP"]
+        if e.get("LINEAGE_SQS_ENDPOINT_URL"):
+            values["sqs_endpoints"]["default"] = e["LINEAGE_SQS_ENDPOINT_URL"]
         interval = e.get("LINEAGE_SENSOR_INTERVAL")
         if interval:
             values["cascade_interval"] = values["event_interval"] = _positive_int(interval, "LINEAGE_SENSOR_INTERVAL")
@@ -252,6 +257,17 @@ class LineageSettings:
     @staticmethod
     def kafka_env(connection: str) -> str:
         return "LINEAGE_KAFKA_BOOTSTRAP" + ("" if connection == "default" else f"_{connection.upper()}")
+
+    def sqs_endpoint(self, connection: str) -> tuple[bool, str | None]:
+        """(configured, endpoint URL) of an SQS connection (``LINEAGE_SQS_ENDPOINT_URL[_<CONNECTION>]``).
+
+        The default connection needs no variable (boto3's own endpoint: AWS); a named one does."""
+        url = self.sqs_endpoints.get(connection.lower())
+        return (url is not None or connection == "default"), url
+
+    @staticmethod
+    def sqs_env(connection: str) -> str:
+        return "LINEAGE_SQS_ENDPOINT_URL" + ("" if connection == "default" else f"_{connection.upper()}")
 
 
 def _positive_int(text: str, name: str) -> int:

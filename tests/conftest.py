@@ -43,7 +43,7 @@ def _as_postgres(*cmd: str) -> list[str]:
 
 @pytest.fixture(scope="session")
 def pg_dsn() -> Iterator[str]:
-    """A throwaway PostgreSQL 15 cluster on 127.0.0.1 with one empty database."""
+    """A throwaway PostgreSQL 15 cluster on 127.0.0.1 (wal_level=logical) with one empty database."""
     import psycopg
 
     # Not under pytest's tmp dir: that one is 0700 root and the postgres user must enter it.
@@ -54,7 +54,8 @@ def pg_dsn() -> Iterator[str]:
     port = free_port()
     subprocess.run(_as_postgres(str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync"),
                    check=True, capture_output=True)
-    opts = f"-c listen_addresses=127.0.0.1 -p {port} -c fsync=off -c full_page_writes=off -c unix_socket_directories={root}"
+    # wal_level=logical: `on postgres` reads changes through logical replication slots
+    opts = f"-c listen_addresses=127.0.0.1 -p {port} -c fsync=off -c full_page_writes=off -c unix_socket_directories={root} -c wal_level=logical"
     subprocess.run(_as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start"),
                    check=True, capture_output=True)
     try:

@@ -35,6 +35,8 @@ from lineage_defs.parse.model import (
     Freshness,
     Header,
     Kafka,
+    Postgres,
+    Sqs,
     Language,
     Materialize,
     PartitionKind,
@@ -70,7 +72,7 @@ def _macros(ln: _Line, args: list[Token]) -> None:
 
 def _on(ln: _Line, args: list[Token]) -> None:
     if not args:
-        ln.error(None, "'on' needs an asset URI, 'schedule', 'kafka' or 'webhook'", "write e.g. on ducklake://main/orders")
+        ln.error(None, "'on' needs an asset URI, 'schedule', 'kafka', 'sqs', 'postgres' or 'webhook'", "write e.g. on ducklake://main/orders")
         return
     head, rest = args[0], args[1:]
     if head.text == "schedule":
@@ -98,13 +100,38 @@ def _on(ln: _Line, args: list[Token]) -> None:
             ln.error(None, "'on kafka' needs topic=", "write on kafka topic=orders")
             return
         ln.b.add("events", Kafka(str(o["topic"]), str(o.get("connection", "default")), o.get("group"), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
+    elif head.text == "sqs":
+        o = ln.options(
+            rest,
+            {"queue": ln.sqs_queue, "connection": ln.connection, "partition_from": ln.partition_from, "max_batch": ln.integer},
+            what="on sqs",
+        )
+        if o is None:
+            return
+        if "queue" not in o:
+            ln.error(None, "'on sqs' needs queue=", "write on sqs queue=orders (a queue name, or its https:// URL)")
+            return
+        ln.b.add("events", Sqs(str(o["queue"]), str(o.get("connection", "default")), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
+    elif head.text == "postgres":
+        o = ln.options(
+            rest,
+            {"table": ln.pg_table, "connection": ln.connection, "events": ln.change_events, "partition_from": ln.partition_from, "max_batch": ln.integer},
+            what="on postgres",
+        )
+        if o is None:
+            return
+        if "table" not in o:
+            ln.error(None, "'on postgres' needs table=", "write on postgres table=public.orders")
+            return
+        events = o.get("events") or ("insert", "update", "delete")
+        ln.b.add("events", Postgres(str(o["table"]), str(o.get("connection", "default")), events, o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
     elif head.text == "webhook":
         o = ln.options(rest, {"name": ln.hook_name, "partition_from": ln.partition_from}, what="on webhook")
         if o is not None:
             ln.b.add("events", Webhook(o.get("name"), o.get("partition_from"), ln.loc()))  # type: ignore[arg-type]
     else:
         if head.key is not None or "://" not in head.text:
-            guess = did_you_mean(head.text, ("schedule", "kafka", "webhook"))
+            guess = did_you_mean(head.text, ("schedule", "kafka", "sqs", "postgres", "webhook"))
             if guess:
                 ln.error(head, f"unknown trigger '{head.text}'", f"did you mean '{guess}'?")
                 return

@@ -171,6 +171,42 @@ class _Line:
         self.error(_value_at(t), f"bad webhook name '{t.value}'", f"use lower-case letters, digits and _ only, e.g. name={fixed} (its credentials: LINEAGE_WEBHOOK_TOKEN_{fixed.upper()})")
         return None
 
+    def sqs_queue(self, t: Token) -> str | None:
+        """A queue name (``[A-Za-z0-9_-]{1,80}``, ``.fifo`` allowed) or its http(s) URL."""
+        v = t.value
+        if re.fullmatch(r"https?://[^\s/]+/\S+", v) or _SQS_NAME.fullmatch(v):
+            return v
+        fixed = re.sub(r"[^A-Za-z0-9_-]", "_", v.rsplit("/", 1)[-1])[:80] or "orders"
+        self.error(_value_at(t), f"bad SQS queue '{v}'", f"write a queue name of letters, digits, - and _ (e.g. queue={fixed}) or the queue's https:// URL")
+        return None
+
+    def pg_table(self, t: Token) -> str | None:
+        """``<schema>.<table>``: plain lower-case identifiers (what PostgreSQL folds an unquoted name to)."""
+        if _PG_TABLE.fullmatch(t.value):
+            return t.value
+        name = t.value.rsplit(".", 1)[-1].lower()
+        fixed = re.sub(r"[^a-z0-9_]", "_", name) or "orders"
+        self.error(_value_at(t), f"bad table '{t.value}'", f"write <schema>.<table> in lower case, e.g. table=public.{fixed}")
+        return None
+
+    def change_events(self, t: Token) -> tuple[str, ...] | None:
+        """``insert,update,delete`` or a part of it."""
+        given = [e for e in t.value.split(",")]
+        bad = [e for e in given if e not in ("insert", "update", "delete")]
+        if not bad and given and len(set(given)) == len(given):
+            return tuple(e for e in ("insert", "update", "delete") if e in given)
+        guess = did_you_mean(bad[0], ("insert", "update", "delete")) if bad else None
+        self.error(_value_at(t), f"bad events '{t.value}'", f"did you mean '{guess}'?" if guess else "write a comma list of insert, update, delete, e.g. events=insert,update")
+        return None
+
+    def connection(self, t: Token) -> str | None:
+        """A connection name: the suffix of its environment variables (``LINEAGE_…_<CONNECTION>``)."""
+        if _CONNECTION.fullmatch(t.value):
+            return t.value
+        fixed = re.sub(r"[^A-Za-z0-9_]", "_", t.value) or "main"
+        self.error(_value_at(t), f"bad connection name '{t.value}'", f"use letters, digits and _ only, e.g. connection={fixed}")
+        return None
+
     def partition_from(self, t: Token) -> str | None:
         if _PARTITION_FROM.match(t.value):
             return t.value
@@ -179,6 +215,9 @@ class _Line:
 
 
 _HOOK_NAME = re.compile(r"[a-z0-9_]+")
+_SQS_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
+_CONNECTION = re.compile(r"[A-Za-z0-9_]+")
+_PG_TABLE = re.compile(r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*")
 
 
 def _options_fix(allowed: Mapping[str, object], flags: tuple[str, ...], what: str) -> str:

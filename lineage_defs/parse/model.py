@@ -85,9 +85,37 @@ class Webhook:
     at: Location
 
 
+@dataclass(frozen=True)
+class Sqs:
+    """``on sqs queue=<name-or-url> [connection=…]``."""
+
+    queue: str  # a queue name, or its https:// URL
+    connection: str
+    partition_from: str | None
+    max_batch: int | None
+    at: Location
+
+    @property
+    def queue_name(self) -> str:
+        """The name alone (the last path segment of a URL)."""
+        return self.queue.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Postgres:
+    """``on postgres table=<schema>.<table> [connection=…] [events=insert,update,delete]``."""
+
+    table: str  # schema.table
+    connection: str
+    events: tuple[str, ...]  # of insert, update, delete
+    partition_from: str | None
+    max_batch: int | None
+    at: Location
+
+
 # The event triggers (SPEC section 6): each kind a type of its own, built into sensors by
 # the table in ``lineage_defs.triggers``.
-EventTrigger = Kafka | Webhook
+EventTrigger = Kafka | Webhook | Sqs | Postgres
 
 
 class PartitionKind(StrEnum):

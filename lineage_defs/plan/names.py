@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from lineage_defs.parse.model import EventTrigger, Kafka, Webhook
+from lineage_defs.parse.model import EventTrigger, Kafka, Postgres, Sqs, Webhook
 
 
 def op_name(pipeline: str, rel: str, names: set[str]) -> str:
@@ -46,10 +46,22 @@ def webhook_stream(hook: str) -> str:
     return f"webhook:{hook}"
 
 
+def sqs_stream(step_name: str, queue: str) -> str:
+    """The event store's stream of one step's queue (by name: the URL's last segment)."""
+    return f"sqs:{step_name}:{queue}"
+
+
+def postgres_stream(step_name: str, table: str) -> str:
+    """The event store's stream of one step's table changes."""
+    return f"postgres:{step_name}:{table}"
+
+
 # Each event trigger kind names its stream in the event store.
 _STREAMS: dict[type, Callable[[str, Any], str]] = {
     Kafka: lambda step, t: kafka_stream(step, t.topic),
     Webhook: lambda step, t: webhook_stream(hook_name(step, t.name)),
+    Sqs: lambda step, t: sqs_stream(step, t.queue_name),
+    Postgres: lambda step, t: postgres_stream(step, t.table),
 }
 
 

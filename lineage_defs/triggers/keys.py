@@ -9,9 +9,11 @@ with the reason, which the sensor or receiver reports.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dagster import DynamicPartitionsDefinition, PartitionsDefinition, TimeWindowPartitionsDefinition
 
-from lineage_defs.events.partition import PartitionValueError, check_safe, parse_instant
+from lineage_defs.events.partition import PartitionValueError, check_safe, parse_instant, raw_value
 from lineage_defs.parse.model import PartitionKind, Partitioning
 
 
@@ -45,3 +47,23 @@ def partition_key(raw: str, pdef: PartitionsDefinition | None) -> str:
             raise PartitionValueError(f"{raw[:40]!r} falls in partition {key}, which does not exist yet")
         return key
     raise PartitionValueError(f"partitions of type {type(pdef).__name__} cannot come from events")
+
+
+# (key, value, headers, timestamp_ms) -> (partition key, error): what a pull source's reader calls per message
+PartitionOf = Callable[[bytes | None, bytes | None, list[tuple[str, str | None]], int | None], tuple[str | None, str | None]]
+
+
+def partition_function(source: str | None, pdef: PartitionsDefinition | None) -> PartitionOf | None:
+    """(key, value, headers, ts) → (partition key, error) for a reader; None when the step takes no partition."""
+    if source is None or pdef is None:
+        return None
+
+    def of(key: bytes | None, value: bytes | None, headers: list[tuple[str, str | None]], ts: int | None) -> tuple[str | None, str | None]:
+        try:
+            return partition_key(raw_value(source, value=value, key=key, headers=headers, timestamp_ms=ts), pdef), None
+        except PartitionValueError as e:
+            return None, f"partition_from={source}: {e}"
+        except Exception as e:  # noqa: BLE001 - whatever a message holds, it is rejected with a reason, never stalls the source
+            return None, f"partition_from={source}: cannot read a partition value ({type(e).__name__}: {str(e)[:200]})"
+
+    return of

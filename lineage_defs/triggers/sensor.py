@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dagster import (
@@ -37,6 +37,7 @@ from dagster import (
 
 from lineage_defs.events.store import BATCH_TAG, STREAM_TAG, Batch, BatchStatus, EventStore
 from lineage_defs.settings import LineageSettings
+from lineage_defs.triggers.pull import MAX_PER_TICK, NotConfigured, Reader, SourceUnavailable, drain
 from lineage_defs.triggers.outcome import (
     ATTEMPT_TAG,
     GAVE_UP_TAG,
@@ -64,6 +65,40 @@ def event_sensor(name: str, evaluate: Any, keys: Sequence[AssetKey], settings: L
         default_status=DefaultSensorStatus.RUNNING,
         description=description,
     )
+
+
+def pull_sensor(
+    name: str,
+    description: str,
+    stream: str,
+    source: str,
+    reader_of: Callable[[], Reader],
+    keys: Sequence[AssetKey],
+    pdef: PartitionsDefinition | None,
+    settings: LineageSettings,
+    max_batch: int | None,
+) -> SensorDefinition:
+    """A pull-based source's sensor: each tick drains the source into the store (``pull.drain``: stored, then
+    acknowledged), then ``emit``s. ``reader_of`` raises ``NotConfigured`` (naming the variable) when the step's
+    connection has no settings; a source that cannot be read skips with the reason, and batches already stored
+    still get their runs. ``source`` names it in the skip reason, with what the tick read and the lag."""
+
+    def evaluate(context: Any) -> SensorResult:
+        with EventStore(settings.events_store) as store:
+            try:
+                got = drain(store, stream, reader_of(), max_messages=MAX_PER_TICK, budget_seconds=settings.kafka_poll_seconds)
+            except NotConfigured as e:
+                note = f"{e}; "
+            except SourceUnavailable as e:
+                note = f"{e}; "
+                context.log.warning(str(e))
+            else:
+                note = got.note(source)
+                if got.consumed:
+                    context.log.info(f"{source}: read {got.consumed} messages, {got.stored} new to the store, {got.rejected} without a usable partition value")
+            return emit(context, store, stream, max_batch=max_batch or DEFAULT_MAX_BATCH, pdef=pdef, settings=settings, note=note)
+
+    return event_sensor(name, evaluate, keys, settings, description)
 
 
 def slug(text: str) -> str:

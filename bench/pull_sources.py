@@ -1,0 +1,150 @@
+"""Pull sources drained into the event store: events/s for PostgreSQL changes and SQS messages.
+
+    .venv/bin/python bench/pull_sources.py [--rows 100000] [--txn 10] [--messages 500] [--only postgres|sqs]
+
+Each source's backlog is made first (not timed), then drained the way its
+sensor does (``pull.drain``: read a chunk, store it with one committed SQLite
+transaction, acknowledge it) until it is empty. Target (issue 17): >= 5,000
+events/s per pull source.
+
+PostgreSQL: a throwaway Debian PostgreSQL 15 cluster (wal_level=logical) on a
+free port; --rows inserts in transactions of --txn rows into a table with a
+primary key, then the step's slot is drained (peek pgoutput → store →
+advance). SQS: moto's server as its own process; --messages are sent in
+batches of 10, then drained (receive 10 → store → delete_message_batch). moto
+is O(queue length) per call, so the script also prints the server's own
+ceiling: the same receive/delete loop with no store at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from events import free_port, start, stop, wait_port  # noqa: E402
+
+from lineage_defs.events.store import EventStore  # noqa: E402
+from lineage_defs.triggers.pull import drain  # noqa: E402
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def _as_postgres(*cmd: str) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else list(cmd)
+
+
+def bench_postgres(tmp: Path, rows: int, txn: int) -> float:
+    import psycopg
+
+    from lineage_defs.triggers.postgres.reader import PgReader, PgSource
+
+    root = Path(tempfile.mkdtemp(prefix="bench-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    port = free_port()
+    subprocess.run(_as_postgres(str(PG_BIN / "initdb"), "-D", str(root / "data"), "-U", "postgres", "-A", "trust", "--no-sync"), check=True, capture_output=True)
+    opts = f"-c listen_addresses=127.0.0.1 -p {port} -c fsync=off -c unix_socket_directories={root} -c wal_level=logical"
+    subprocess.run(_as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(root / "data"), "-o", opts, "-l", str(root / "log"), "-w", "start"), check=True, capture_output=True)
+    dsn = f"host=127.0.0.1 port={port} dbname=postgres user=postgres"
+    try:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("CREATE TABLE public.orders (id int PRIMARY KEY, amount int, note text)")
+        source = PgSource(dsn, "public.orders", "lineage_bench")
+        with EventStore(tmp / "pg.sqlite") as store:
+            drain(store, "pg", PgReader(source), max_messages=1, budget_seconds=5)  # first use: publication and slot
+            t0 = time.perf_counter()
+            with psycopg.connect(dsn) as c, c.cursor() as cur:
+                for start_at in range(0, rows, txn):
+                    cur.executemany("INSERT INTO public.orders VALUES (%s, %s, 'x')", [(i, i) for i in range(start_at, min(start_at + txn, rows))])
+                    c.commit()
+            print(f"postgres: {rows:,} rows inserted in transactions of {txn} in {time.perf_counter() - t0:.1f} s (not timed below)")
+            t0 = time.perf_counter()
+            got, ticks = 0, 0
+            while got < rows:
+                r = drain(store, "pg", PgReader(source), max_messages=200_000, budget_seconds=60)
+                got, ticks = got + r.stored, ticks + 1
+                if not r.consumed:
+                    break
+            dt = time.perf_counter() - t0
+            assert store.counts("pg")["events"] == rows, store.counts("pg")
+        rate = rows / dt
+        print(f"postgres: drained {rows:,} changes in {ticks} ticks, {dt:.2f} s -> {rate:,.0f} events/s (target 5,000: {rate / 5000:.1f}x)")
+        return rate
+    finally:
+        subprocess.run(_as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(root / "data"), "stop", "-m", "immediate"), capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def bench_sqs(tmp: Path, messages: int) -> float:
+    import boto3
+
+    from lineage_defs.triggers.sqs.reader import SqsReader, SqsSource
+
+    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    port = free_port()
+    moto = start([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], dict(os.environ), tmp / "moto.log")
+    try:
+        wait_port(port)
+        url = f"http://127.0.0.1:{port}"
+        client = boto3.client("sqs", endpoint_url=url)
+
+        def fill(name: str) -> str:
+            q = str(client.create_queue(QueueName=name)["QueueUrl"])
+            for i in range(0, messages, 10):
+                client.send_message_batch(QueueUrl=q, Entries=[{"Id": str(j), "MessageBody": json.dumps({"n": i + j})} for j in range(10)])
+            return q
+
+        q = fill("ceiling")
+        t0 = time.perf_counter()
+        n = 0
+        while True:
+            got = client.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=120).get("Messages", [])
+            if not got:
+                break
+            client.delete_message_batch(QueueUrl=q, Entries=[{"Id": str(j), "ReceiptHandle": m["ReceiptHandle"]} for j, m in enumerate(got)])
+            n += len(got)
+        ceiling = n / (time.perf_counter() - t0)
+        print(f"sqs: moto alone (receive 10 + delete 10, no store): {n:,} messages -> {ceiling:,.0f} messages/s")
+
+        fill("bench")
+        with EventStore(tmp / "sqs.sqlite") as store:
+            t0 = time.perf_counter()
+            total = 0
+            while total < messages:
+                r = drain(store, "sqs", SqsReader(SqsSource("bench", url, budget_seconds=60)), max_messages=200_000, budget_seconds=60)
+                total += r.stored
+                if not r.consumed:
+                    break
+            dt = time.perf_counter() - t0
+            assert store.counts("sqs")["events"] == messages, store.counts("sqs")
+        rate = messages / dt
+        print(f"sqs: drained {messages:,} messages in {dt:.2f} s -> {rate:,.0f} events/s ({rate / ceiling:.2f} of moto's own ceiling; target 5,000: {rate / 5000:.2f}x)")
+        return rate
+    finally:
+        stop(moto)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--txn", type=int, default=10)
+    ap.add_argument("--messages", type=int, default=500, help="SQS: moto slows down with the queue's length (2,000 take minutes)")
+    ap.add_argument("--only", choices=("postgres", "sqs"))
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-pull-") as d:
+        if a.only in (None, "postgres"):
+            bench_postgres(Path(d), a.rows, a.txn)
+        if a.only in (None, "sqs"):
+            bench_sqs(Path(d), a.messages)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""SQS triggers: ``reader`` (queue → event store, messages deleted after the store) and ``sensor``."""
