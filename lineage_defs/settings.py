@@ -24,6 +24,7 @@ from typing import Any
 
 from lineage_defs import uris
 from lineage_defs.errors import RunError
+from lineage_defs.events.store import is_dsn
 
 DEFAULT_PIPELINES_DIR = "pipelines"
 DEFAULT_STATE_DIR = ".lineage"
@@ -56,6 +57,7 @@ ENV_VARS = {
     "definitions": "LINEAGE_DEFINITIONS",
     "openlineage_namespace": "OPENLINEAGE_NAMESPACE",
     "openlineage_timeout": "LINEAGE_OPENLINEAGE_TIMEOUT",
+    "events_dsn": "LINEAGE_EVENTS_DSN",
 }
 # Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
 ENV_PREFIXES = {
@@ -65,13 +67,13 @@ ENV_PREFIXES = {
     "kafka_bootstrap": "LINEAGE_KAFKA_BOOTSTRAP_",
 }
 # May hold a password or key: never shown in the UI, logs or errors.
-SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key")
+SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key", "events_dsn")
 # What a run needs (the Dagster resource carries these into run processes).
 RUN_FIELDS = (
     "pipelines_dir", "state_dir", "postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_data_path",
     "ducklake_catalogs", "ducklake_data_paths", "s3_endpoint_url", "s3_bucket", "s3_region", "s3_access_key_id",
     "s3_secret_access_key", "dbt_executable", "dbt_analysis_executable", "dbt_run_timeout", "openlineage_namespace",
-    "openlineage_timeout",
+    "openlineage_timeout", "events_dsn",
 )  # fmt: skip
 
 
@@ -102,6 +104,9 @@ class LineageSettings:
     s3_access_key_id: str | None = None
     s3_secret_access_key: str | None = None
     # -- triggers (SPEC section 6)
+    # The event store on PostgreSQL ("host=... dbname=..." or postgresql://...): receivers, sensors and
+    # runs on several machines share it. Unset: SQLite under the state dir (one machine).
+    events_dsn: str | None = None
     kafka_bootstrap: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → host:port,…
     cascade_interval: int = 15  # seconds between evaluations of the cascade
     # Seconds between ticks of the event sensors. Dagster's sensor daemon looks at sensors every 5 s: an
@@ -155,6 +160,11 @@ class LineageSettings:
             values["definitions"] = tuple(d.strip() for d in values["definitions"].split(",") if d.strip())
         if "openlineage_timeout" in values:
             values["openlineage_timeout"] = _seconds(values["openlineage_timeout"], "LINEAGE_OPENLINEAGE_TIMEOUT")
+        if "events_dsn" in values and not is_dsn(values["events_dsn"]):
+            raise RunError(
+                "LINEAGE_EVENTS_DSN is neither a postgresql:// URL nor key=value connection words",
+                fix="set e.g. LINEAGE_EVENTS_DSN='host=db dbname=lineage_events user=lineage', or unset it for the SQLite store under the state dir",
+            )
         values["state_dir"] = os.path.abspath(values.get("state_dir", DEFAULT_STATE_DIR))
         values["pipelines_dir"] = os.path.abspath(values.get("pipelines_dir", DEFAULT_PIPELINES_DIR))
         return cls(**values, secret_env=secret_env)
@@ -186,8 +196,23 @@ class LineageSettings:
 
     @property
     def events_store(self) -> Path:
-        """The durable event store (SQLite in WAL mode) between triggers and their runs."""
+        """The embedded event store's file (SQLite in WAL mode) between triggers and their runs."""
         return self.state / "events" / "events.sqlite"
+
+    @property
+    def events_location(self) -> str | Path:
+        """What ``EventStore`` opens: the PostgreSQL DSN when ``events_dsn`` is set, else ``events_store``."""
+        return self.events_dsn or self.events_store
+
+    @property
+    def events_made(self) -> bool:
+        """Whether the event store may hold anything yet (a PostgreSQL store always may; a file once it exists)."""
+        return bool(self.events_dsn) or self.events_store.exists()
+
+    @property
+    def events_where(self) -> str:
+        """The event store for messages: its file, or which variable names the database (never the DSN: it may hold a password)."""
+        return "the PostgreSQL event store (LINEAGE_EVENTS_DSN)" if self.events_dsn else str(self.events_store)
 
     @property
     def schemas_dir(self) -> Path:

@@ -59,7 +59,7 @@ def kafka_sensor(step: ScriptStep, k: Kafka, keys: Sequence[AssetKey], pdef: Par
         from lineage_defs.triggers.kafka.drain import KafkaSource, KafkaUnavailable, drain  # confluent_kafka: imported when a tick runs
 
         bootstrap = settings.kafka_brokers(k.connection)
-        with EventStore(settings.events_store) as store:
+        with EventStore(settings.events_location) as store:
             note = ""
             if bootstrap is None:
                 note = f"no Kafka brokers for connection '{k.connection}': set {env} (host:port,…); "
