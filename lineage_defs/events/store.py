@@ -59,19 +59,25 @@ from typing import Any, NamedTuple
 BATCH_TAG = "lineage/batch"
 STREAM_TAG = "lineage/stream"
 
-_SCHEMA = """
+# One schema for both backends; only these column types differ (SQLite's, PostgreSQL's).
+# ``ord`` orders PostgreSQL's batches as SQLite's rowid does.
+_TYPES = {
+    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "blob": "BLOB", "int64": "INTEGER", "real": "REAL", "ord": ""},
+    "postgresql": {"serial": "BIGSERIAL PRIMARY KEY", "blob": "BYTEA", "int64": "BIGINT", "real": "DOUBLE PRECISION", "ord": "ord BIGSERIAL UNIQUE,"},
+}
+_SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq {serial},
     stream TEXT NOT NULL,
     dedupe TEXT NOT NULL,
-    key BLOB,
-    value BLOB,
+    key {blob},
+    value {blob},
     headers TEXT,
-    ts INTEGER,
+    ts {int64},
     topic TEXT,
     kpartition INTEGER,
-    koffset INTEGER,
+    koffset {int64},
     partition_key TEXT,
     error TEXT,
     batch TEXT,
@@ -82,67 +88,29 @@ CREATE INDEX IF NOT EXISTS events_batch ON events (batch) WHERE batch IS NOT NUL
 CREATE TABLE IF NOT EXISTS positions (
     stream TEXT NOT NULL,
     kpartition INTEGER NOT NULL,
-    next_offset INTEGER NOT NULL,
+    next_offset {int64} NOT NULL,
     PRIMARY KEY (stream, kpartition)
 );
 CREATE TABLE IF NOT EXISTS batches (
+    {ord}
     id TEXT PRIMARY KEY,
     stream TEXT NOT NULL,
     partition_key TEXT,
     n INTEGER NOT NULL,
-    created REAL NOT NULL,
+    created {real} NOT NULL,
     status TEXT NOT NULL DEFAULT 'open',
     replay INTEGER NOT NULL DEFAULT 0,
     reason TEXT,
-    settled REAL
+    settled {real}
 );
 """
+_SCHEMA = _SCHEMA_TEMPLATE.format(**_TYPES["sqlite"])
 # Columns a store made by an earlier version lacks (its `requested` flag said "has a run",
 # not "succeeded": every batch starts open and the sensor settles it again).
 _ADDED = {"status": "TEXT NOT NULL DEFAULT 'open'", "replay": "INTEGER NOT NULL DEFAULT 0", "reason": "TEXT", "settled": "REAL"}
 _INDEXES = "CREATE INDEX IF NOT EXISTS batches_by_status ON batches (stream, status)"
+_PG_SCHEMA = _SCHEMA_TEMPLATE.format(**_TYPES["postgresql"]) + _INDEXES
 
-# The same tables in PostgreSQL; ``ord`` orders batches as SQLite's rowid does.
-_PG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS events (
-    seq BIGSERIAL PRIMARY KEY,
-    stream TEXT NOT NULL,
-    dedupe TEXT NOT NULL,
-    key BYTEA,
-    value BYTEA,
-    headers TEXT,
-    ts BIGINT,
-    topic TEXT,
-    kpartition INTEGER,
-    koffset BIGINT,
-    partition_key TEXT,
-    error TEXT,
-    batch TEXT,
-    UNIQUE (stream, dedupe)
-);
-CREATE INDEX IF NOT EXISTS events_open ON events (stream, seq) WHERE batch IS NULL AND error IS NULL;
-CREATE INDEX IF NOT EXISTS events_batch ON events (batch) WHERE batch IS NOT NULL;
-CREATE TABLE IF NOT EXISTS positions (
-    stream TEXT NOT NULL,
-    kpartition INTEGER NOT NULL,
-    next_offset BIGINT NOT NULL,
-    PRIMARY KEY (stream, kpartition)
-);
-CREATE TABLE IF NOT EXISTS batches (
-    ord BIGSERIAL UNIQUE,
-    id TEXT PRIMARY KEY,
-    stream TEXT NOT NULL,
-    partition_key TEXT,
-    n INTEGER NOT NULL,
-    created DOUBLE PRECISION NOT NULL,
-    status TEXT NOT NULL DEFAULT 'open',
-    replay INTEGER NOT NULL DEFAULT 0,
-    reason TEXT,
-    settled DOUBLE PRECISION
-);
-CREATE INDEX IF NOT EXISTS batches_by_status ON batches (stream, status)
-"""
 # Deadlock detected, serialization failure: PostgreSQL rolled the transaction back, and it may simply run again.
 _PG_RETRY = ("40P01", "40001")
 _PG_ATTEMPTS = 20
