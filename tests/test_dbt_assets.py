@@ -57,7 +57,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     results["range"] = _run(defs, instance, [MICRO], tags={"dagster/asset_partition_range_start": "2025-01-02", "dagster/asset_partition_range_end": "2025-01-04"})
     # the analysis engine rejects the strict compile: the build still succeeds
     engine = stand_in_engine(root / "rejecting-engine", "print('strict analysis rejected: unsupported construct'); sys.exit(2)\n")
-    rejecting = Definitions(assets=list(defs.assets or []), resources={"lineage": LineageResource.for_settings(LineageSettings(pipelines_dir=str(pipelines), state_dir=str(state), dbt_analysis_executable=str(engine)))})
+    rejecting = Definitions(assets=list(defs.assets or []), resources={**(defs.resources or {}), "lineage": LineageResource.for_settings(LineageSettings(pipelines_dir=str(pipelines), state_dir=str(state), dbt_analysis_executable=str(engine)))})
     results["rejected"] = _run(rejecting, instance, [STG])
     return Built(pipelines, state, defs, instance, results)
 

@@ -38,9 +38,10 @@ def load_project(root: str | Path, settings: LineageSettings | None = None) -> P
     cache = PlanCache(settings.cache_dir)
     files: dict[str, FileResult] = {}
     pipelines: dict[str, str] = {}
+    scripts = list(discover(root))  # first: a missing folder is this error, not one from the dbt search
     dbt = load_dbt(root, SKIP_DIRS, settings)
     catalogs = dbt.catalogs()  # `shop.main.customers` in a script is a model of the project whose database is `shop`
-    for pipeline, path in discover(root):
+    for pipeline, path in scripts:
         fr = load_file(root, path, cache, catalogs)
         files[fr.header.path] = fr
         pipelines[fr.header.path] = pipeline
