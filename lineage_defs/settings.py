@@ -133,6 +133,14 @@ class LineageSettings:
     # resource passes them as EnvVars, so the UI shows the variable's name.
     secret_env: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # a DSN EventStore would not recognise would open a SQLite file of that name instead
+        if self.events_dsn and not is_dsn(self.events_dsn):
+            raise RunError(
+                "LINEAGE_EVENTS_DSN (events_dsn) is neither a postgresql:// URL nor key=value connection words",
+                fix="set e.g. LINEAGE_EVENTS_DSN='host=db dbname=lineage_events user=lineage', or unset it for the SQLite store under the state dir",
+            )
+
     # -- the environment ----------------------------------------------------
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LineageSettings:
@@ -160,11 +168,6 @@ class LineageSettings:
             values["definitions"] = tuple(d.strip() for d in values["definitions"].split(",") if d.strip())
         if "openlineage_timeout" in values:
             values["openlineage_timeout"] = _seconds(values["openlineage_timeout"], "LINEAGE_OPENLINEAGE_TIMEOUT")
-        if "events_dsn" in values and not is_dsn(values["events_dsn"]):
-            raise RunError(
-                "LINEAGE_EVENTS_DSN is neither a postgresql:// URL nor key=value connection words",
-                fix="set e.g. LINEAGE_EVENTS_DSN='host=db dbname=lineage_events user=lineage', or unset it for the SQLite store under the state dir",
-            )
         values["state_dir"] = os.path.abspath(values.get("state_dir", DEFAULT_STATE_DIR))
         values["pipelines_dir"] = os.path.abspath(values.get("pipelines_dir", DEFAULT_PIPELINES_DIR))
         return cls(**values, secret_env=secret_env)

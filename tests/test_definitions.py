@@ -50,6 +50,8 @@ def test_an_events_dsn_that_is_no_dsn_is_refused_with_the_fix(tmp_path: Path) ->
     with pytest.raises(RunError, match="LINEAGE_EVENTS_DSN") as e:
         LineageSettings.from_env({"LINEAGE_EVENTS_DSN": "events-db"})
     assert "host=db" in str(e.value)
+    with pytest.raises(RunError, match="events_dsn"):
+        LineageSettings(events_dsn="/data/events.sqlite")  # set in code: the same check
 
 
 def test_importing_the_code_location_reads_nothing() -> None:
