@@ -18,9 +18,9 @@ DEFAULT_WEBSERVER_URL = "http://127.0.0.1:3000"
 
 
 def webhook_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What the webhook receiver reads: the folders, LINEAGE_WEBHOOK_TOKEN_/SECRET_<NAME>, LINEAGE_WEBHOOK_MAX_BYTES."""
+    """What the webhook receiver reads: the folders, the event store, LINEAGE_WEBHOOK_TOKEN_/SECRET_<NAME>, LINEAGE_WEBHOOK_MAX_BYTES."""
     e = os.environ if env is None else env
-    keep = ("LINEAGE_PIPELINES_DIR", "LINEAGE_STATE_DIR")
+    keep = ("LINEAGE_PIPELINES_DIR", "LINEAGE_STATE_DIR", "LINEAGE_EVENTS_DSN")
     return {k: v for k, v in e.items() if k in keep or k.startswith("LINEAGE_WEBHOOK_")}
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from lineage_defs import uris
 from lineage_defs.errors import RunError
+from lineage_defs.events.store import is_dsn
 
 DEFAULT_PIPELINES_DIR = "pipelines"
 DEFAULT_STATE_DIR = ".lineage"
@@ -56,6 +57,7 @@ ENV_VARS = {
     "definitions": "LINEAGE_DEFINITIONS",
     "openlineage_namespace": "OPENLINEAGE_NAMESPACE",
     "openlineage_timeout": "LINEAGE_OPENLINEAGE_TIMEOUT",
+    "events_dsn": "LINEAGE_EVENTS_DSN",
 }
 # Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
 ENV_PREFIXES = {
@@ -66,13 +68,13 @@ ENV_PREFIXES = {
     "sqs_endpoints": "LINEAGE_SQS_ENDPOINT_URL_",
 }
 # May hold a password or key: never shown in the UI, logs or errors.
-SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key")
+SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key", "events_dsn")
 # What a run needs (the Dagster resource carries these into run processes).
 RUN_FIELDS = (
     "pipelines_dir", "state_dir", "postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_data_path",
     "ducklake_catalogs", "ducklake_data_paths", "s3_endpoint_url", "s3_bucket", "s3_region", "s3_access_key_id",
     "s3_secret_access_key", "dbt_executable", "dbt_analysis_executable", "dbt_run_timeout", "openlineage_namespace",
-    "openlineage_timeout",
+    "openlineage_timeout", "events_dsn",
 )  # fmt: skip
 
 
@@ -103,6 +105,9 @@ class LineageSettings:
     s3_access_key_id: str | None = None
     s3_secret_access_key: str | None = None
     # -- triggers (SPEC section 6)
+    # The event store on PostgreSQL ("host=... dbname=..." or postgresql://...): receivers, sensors and
+    # runs on several machines share it. Unset: SQLite under the state dir (one machine).
+    events_dsn: str | None = None
     kafka_bootstrap: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → host:port,…
     # connection (lower case; "default") → SQS endpoint URL; the default connection without one is AWS itself
     sqs_endpoints: Mapping[str, str] = field(default_factory=dict)
@@ -130,6 +135,14 @@ class LineageSettings:
     # Secret fields that came from the environment, by field → variable: the Dagster
     # resource passes them as EnvVars, so the UI shows the variable's name.
     secret_env: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # a DSN EventStore would not recognise would open a SQLite file of that name instead
+        if self.events_dsn and not is_dsn(self.events_dsn):
+            raise RunError(
+                "LINEAGE_EVENTS_DSN (events_dsn) is neither a postgresql:// URL nor key=value connection words",
+                fix="set e.g. LINEAGE_EVENTS_DSN='host=db dbname=lineage_events user=lineage', or unset it for the SQLite store under the state dir",
+            )
 
     # -- the environment ----------------------------------------------------
     @classmethod
@@ -191,8 +204,23 @@ class LineageSettings:
 
     @property
     def events_store(self) -> Path:
-        """The durable event store (SQLite in WAL mode) between triggers and their runs."""
+        """The embedded event store's file (SQLite in WAL mode) between triggers and their runs."""
         return self.state / "events" / "events.sqlite"
+
+    @property
+    def events_location(self) -> str | Path:
+        """What ``EventStore`` opens: the PostgreSQL DSN when ``events_dsn`` is set, else ``events_store``."""
+        return self.events_dsn or self.events_store
+
+    @property
+    def events_made(self) -> bool:
+        """Whether the event store may hold anything yet (a PostgreSQL store always may; a file once it exists)."""
+        return bool(self.events_dsn) or self.events_store.exists()
+
+    @property
+    def events_where(self) -> str:
+        """The event store for messages: its file, or which variable names the database (never the DSN: it may hold a password)."""
+        return "the PostgreSQL event store (LINEAGE_EVENTS_DSN)" if self.events_dsn else str(self.events_store)
 
     @property
     def schemas_dir(self) -> Path:

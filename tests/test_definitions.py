@@ -24,6 +24,7 @@ def test_secrets_reach_the_resource_as_env_vars(tmp_path: Path) -> None:
         "AWS_ACCESS_KEY_ID": "AKIA-hunter2",
         "AWS_SECRET_ACCESS_KEY": "hunter2-secret",
         "LINEAGE_S3_BUCKET": "my-bucket",
+        "LINEAGE_EVENTS_DSN": "host=events password=hunter2-events",
     }
     settings = LineageSettings.from_env(env)
     resource = LineageResource.for_settings(settings)
@@ -36,6 +37,21 @@ def test_secrets_reach_the_resource_as_env_vars(tmp_path: Path) -> None:
     assert values["ducklake_catalog"] == {"env": "LINEAGE_DUCKLAKE_CATALOG"}
     assert values["s3_secret_access_key"] == {"env": "AWS_SECRET_ACCESS_KEY"}
     assert values["s3_bucket"] == "my-bucket"  # not a secret: shown as is
+    assert values["events_dsn"] == {"env": "LINEAGE_EVENTS_DSN"}  # runs open the same event store, by the variable
+    assert settings.events_location == "host=events password=hunter2-events" and "hunter2" not in settings.events_where
+
+
+def test_an_events_dsn_that_is_no_dsn_is_refused_with_the_fix(tmp_path: Path) -> None:
+    import pytest
+
+    from lineage_defs.errors import RunError
+
+    assert LineageSettings.from_env({"LINEAGE_STATE_DIR": str(tmp_path)}).events_location == tmp_path / "events" / "events.sqlite"
+    with pytest.raises(RunError, match="LINEAGE_EVENTS_DSN") as e:
+        LineageSettings.from_env({"LINEAGE_EVENTS_DSN": "events-db"})
+    assert "host=db" in str(e.value)
+    with pytest.raises(RunError, match="events_dsn"):
+        LineageSettings(events_dsn="/data/events.sqlite")  # set in code: the same check
 
 
 def test_importing_the_code_location_reads_nothing() -> None:

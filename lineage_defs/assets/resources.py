@@ -38,6 +38,7 @@ class LineageResource(ConfigurableResource):
     dbt_run_timeout: float = 3600.0
     openlineage_namespace: str = "lineage_defs"
     openlineage_timeout: float = 1.0
+    events_dsn: str | None = None
 
     @classmethod
     def for_settings(cls, settings: LineageSettings) -> LineageResource:

@@ -36,10 +36,10 @@ def streams_of(step: ScriptStep) -> tuple[str, ...]:
 
 def load_batch(settings: LineageSettings, step: ScriptStep, batch_id: str) -> RunBatch:
     """The batch a sensor cut for this step; a RunError naming the fix when it is not there."""
-    path = settings.events_store
-    if not path.exists():
+    path = settings.events_where
+    if not settings.events_made:
         raise RunError(f"run tagged {BATCH_TAG}={batch_id} but there is no event store at {path}", Location(step.path), "runs with a batch come from the step's Kafka or webhook sensor; check LINEAGE_STATE_DIR")
-    with EventStore(path) as store:
+    with EventStore(settings.events_location) as store:
         batch = store.batch(batch_id)
         if batch is None:
             raise RunError(f"batch {batch_id} is not in the event store {path}", Location(step.path), "the store was replaced or the tag edited: launch the step without the lineage/batch tag, or from its sensor")

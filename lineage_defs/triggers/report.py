@@ -24,12 +24,12 @@ def _when(t: float) -> str:
 
 def listing(settings: LineageSettings, instance: Any | None, stream: str | None = None, limit: int = 10) -> list[str]:
     """The report as lines of text (empty store: one line saying so)."""
-    path = settings.events_store
-    if not path.exists():
+    path = settings.events_where
+    if not settings.events_made:
         return [f"no event store at {path} (nothing received yet, or LINEAGE_STATE_DIR points elsewhere)"]
     out: list[str] = []
     policy = policy_of(settings)
-    with EventStore(path) as store:
+    with EventStore(settings.events_location) as store:
         streams = [stream] if stream else store.streams()
         if not streams:
             return [f"{path}: no events yet"]
@@ -63,10 +63,10 @@ def listing(settings: LineageSettings, instance: Any | None, stream: str | None 
 
 def replay(settings: LineageSettings, batch_id: str) -> tuple[int, str]:
     """Open a failed batch again for a fresh series of attempts; (exit code, message)."""
-    path = settings.events_store
-    if not path.exists():
+    path = settings.events_where
+    if not settings.events_made:
         return 1, f"no event store at {path} (check LINEAGE_STATE_DIR)"
-    with EventStore(path) as store:
+    with EventStore(settings.events_location) as store:
         before = store.batch(batch_id)
         if before is None:
             return 1, f"no batch {batch_id} in {path} (`lineage-defs events` lists them)"

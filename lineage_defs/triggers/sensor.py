@@ -84,7 +84,7 @@ def pull_sensor(
     still get their runs. ``source`` names it in the skip reason, with what the tick read and the lag."""
 
     def evaluate(context: Any) -> SensorResult:
-        with EventStore(settings.events_store) as store:
+        with EventStore(settings.events_location) as store:
             try:
                 got = drain(store, stream, reader_of(), max_messages=MAX_PER_TICK, budget_seconds=settings.kafka_poll_seconds)
             except NotConfigured as e:

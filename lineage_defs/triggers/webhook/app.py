@@ -79,7 +79,7 @@ class GroupWriter:
     and resolves the futures after COMMIT returned.
     """
 
-    def __init__(self, path: Path, max_group: int = 512) -> None:
+    def __init__(self, path: str | Path, max_group: int = 512) -> None:
         self.path = path
         self.max_group = max_group
         self.queue: queue.Queue[Any] = queue.Queue()
@@ -185,8 +185,8 @@ async def _read_limited(request: Request, limit: int, timeout: float) -> bytes |
     return b"".join(chunks)
 
 
-def make_app(hooks: dict[str, Hook], store: Path, max_bytes: int = DEFAULT_MAX_BYTES, limits: Limits = Limits()) -> Starlette:
-    """The Starlette app; ``store`` is the event store file (``<state dir>/events/events.sqlite``)."""
+def make_app(hooks: dict[str, Hook], store: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, limits: Limits = Limits()) -> Starlette:
+    """The Starlette app; ``store`` is what ``EventStore`` opens (``settings.events_location``: the SQLite file or the PostgreSQL DSN)."""
     writer: GroupWriter | None = None
     budget = Budget(limits.max_buffered_bytes)
 

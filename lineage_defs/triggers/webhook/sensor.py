@@ -30,7 +30,7 @@ def webhook_sensor(step: ScriptStep, w: Webhook, keys: Sequence[AssetKey], pdef:
     stream = webhook_stream(hook)
 
     def evaluate(context: Any) -> SensorResult:
-        with EventStore(settings.events_store) as store:
+        with EventStore(settings.events_location) as store:
             return emit(context, store, stream, max_batch=DEFAULT_MAX_BATCH, pdef=pdef, settings=settings, note=f"hook '{hook}': ")
 
     return event_sensor(sensor_name(step, w), evaluate, keys, settings, f"{step.path}:{w.at.line}: on webhook — POST /hooks/{hook} to `lineage-defs webhooks serve`")

@@ -95,7 +95,7 @@ def app_from_env(env: Mapping[str, str], folder: str | None = None) -> tuple[Any
     hooks_ = build_hooks(project, env)
     max_bytes = int(env.get("LINEAGE_WEBHOOK_MAX_BYTES") or DEFAULT_MAX_BYTES)
     limits = limits_from_env(env)
-    return make_app(hooks_, settings.events_store, max_bytes, limits), hooks_, limits
+    return make_app(hooks_, settings.events_location, max_bytes, limits), hooks_, limits
 
 
 def serve(host: str, port: int, env: Mapping[str, str], folder: str | None = None) -> int:

@@ -1,0 +1,77 @@
+"""`lineage-defs check` warns when runs execute on other machines but the project still keeps state on local disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lineage_defs.deploy import local_state_warnings, remote_runs
+from lineage_defs.plan.project import load_project
+from lineage_defs.settings import LineageSettings
+from triggers_support import write_steps
+
+STEPS = {
+    "lake/orders.sql": """-- pipeline
+-- on webhook name=orders
+-- materialize ducklake://main/orders append
+SELECT value FROM _events
+""",
+    "lake/daily.sql": """-- pipeline
+-- materialize duckdb://warehouse/daily
+SELECT count(*) AS n FROM lake.main.orders
+""",
+}
+POSTGRES_INSTANCE = "storage:\n  postgres:\n    postgres_url: postgresql+psycopg2://u@db/dagster\n"
+
+
+def _home(tmp: Path, text: str) -> str:
+    home = tmp / "dagster_home"
+    home.mkdir(exist_ok=True)
+    (home / "dagster.yaml").write_text(text)
+    return str(home)
+
+
+def test_a_remote_instance_is_recognised_by_its_storage_or_launcher(tmp_path: Path) -> None:
+    assert remote_runs({}) is None
+    assert remote_runs({"DAGSTER_HOME": _home(tmp_path, "telemetry:\n  enabled: false\n")}) is None  # SQLite storage: one machine
+    assert "PostgreSQL" in (remote_runs({"DAGSTER_HOME": _home(tmp_path, POSTGRES_INSTANCE)}) or "")
+    per_store = "run_storage:\n  module: dagster_postgres.run_storage\n  class: PostgresRunStorage\n"
+    assert "run storage on PostgreSQL" in (remote_runs({"DAGSTER_HOME": _home(tmp_path, per_store)}) or "")
+    k8s = "run_launcher:\n  module: dagster_k8s\n  class: K8sRunLauncher\n"
+    assert "dagster_k8s" in (remote_runs({"DAGSTER_HOME": _home(tmp_path, k8s)}) or "")
+
+
+def test_each_local_part_is_one_warning_naming_the_step_and_the_fix(tmp_path: Path) -> None:
+    pipelines = write_steps(tmp_path / "pipelines", STEPS)
+    settings = LineageSettings(pipelines_dir=str(pipelines), state_dir=str(tmp_path / "state"), use_cache=False)
+    project = load_project(str(pipelines), settings)
+    assert project.errors == ()
+    remote = {"DAGSTER_HOME": _home(tmp_path, POSTGRES_INSTANCE)}
+    assert local_state_warnings(project, settings, {}) == []  # a local instance: the embedded defaults are right
+    warned = {w.headline() for w in local_state_warnings(project, settings, remote)}
+    assert len(warned) == 4, warned
+    event = next(w for w in warned if "event store" in w)
+    assert event.startswith("lake/orders.sql:2:") and "set LINEAGE_EVENTS_DSN" in event
+    catalog = next(w for w in warned if "catalog is a local file" in w)
+    assert "(and 1 more step)" in catalog and "LINEAGE_DUCKLAKE_CATALOG=postgres:" in catalog
+    assert any("data files are on local disk" in w and "LINEAGE_DUCKLAKE_DATA_PATH=s3://" in w for w in warned)
+    assert any(w.startswith("lake/daily.sql: ") and "duckdb://warehouse is the local file" in w for w in warned)
+    shared = settings.replace(events_dsn="host=db dbname=events", ducklake_catalog="postgres:host=db dbname=lake", ducklake_data_path="s3://lake/data/")
+    left = [w.headline() for w in local_state_warnings(project, shared, remote)]
+    assert len(left) == 1 and "duckdb://warehouse" in left[0]
+
+
+def test_check_prints_the_warnings_and_still_succeeds(tmp_path: Path) -> None:
+    pipelines = write_steps(tmp_path / "pipelines", STEPS)
+    env = {**os.environ, "LINEAGE_STATE_DIR": str(tmp_path / "state"), "DAGSTER_HOME": _home(tmp_path, POSTGRES_INSTANCE)}
+    env.pop("LINEAGE_EVENTS_DSN", None)
+    cli = str(Path(sys.executable).parent / "lineage-defs")
+    out = subprocess.run([cli, "check", str(pipelines), "--no-cache"], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "warning: runs execute on other machines" in out.stderr and "set LINEAGE_EVENTS_DSN" in out.stderr
+    assert "2 steps, 0 errors, 4 warnings" in out.stdout
+    env["LINEAGE_EVENTS_DSN"] = "host=db dbname=events"
+    out = subprocess.run([cli, "check", str(pipelines), "--no-cache"], env=env, capture_output=True, text=True, timeout=300)
+    assert "LINEAGE_EVENTS_DSN" not in out.stderr and "2 steps, 0 errors, 3 warnings" in out.stdout
