@@ -9,8 +9,6 @@ EXTRAS ?= postgres,s3,dbt,kafka,sqs,demo,dev
 
 export LINEAGE_PIPELINES_DIR ?= $(CURDIR)/examples/pipelines
 export LINEAGE_STATE_DIR     ?= $(CURDIR)/.lineage
-# hand-written assets of the example, merged into the code location (examples/python_assets.py)
-export LINEAGE_DEFINITIONS   ?= $(CURDIR)/examples/python_assets.py
 export DAGSTER_HOME          ?= $(CURDIR)/dagster_home
 # Dagster stores a range run's per-partition events as one batch (see dagster_home/dagster.yaml)
 export DAGSTER_EVENT_BATCH_SIZE ?= 1000
@@ -31,6 +29,8 @@ $(VENV)/.installed: pyproject.toml
 
 # The UI with its daemon (`dagster dev -w workspace.yaml`), a Kafka broker with the example's
 # topic and the webhook receiver, started and stopped together: Ctrl-C, or `make demo-stop`.
+# the example's hand-written assets, merged into its code location (examples/python_assets.py)
+demo: export LINEAGE_DEFINITIONS ?= $(CURDIR)/examples/python_assets.py
 demo: install
 	$(VENV)/bin/lineage-defs demo up --host $(HOST) --port $(PORT) --kafka-port $(KAFKA_PORT) --webhook-port $(WEBHOOK_PORT)
 
