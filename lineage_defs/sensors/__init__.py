@@ -31,7 +31,8 @@ def trigger_definitions(
     for step in project.scripts:
         keys = [key_of[u] for u in step.outputs]
         pdef = pdefs.get(step.uri)
-        schedules.extend(step_schedules(step, keys, pdef))
+        inputs = [key_of[d.uri] for d in step.deps if d.uri in key_of]  # external inputs never materialize here
+        schedules.extend(step_schedules(step, keys, pdef, inputs))
         sensors.extend(event_sensors(step, keys, pdef, settings))
     return sensors, schedules
 

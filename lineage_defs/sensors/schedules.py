@@ -3,7 +3,10 @@
 A time-partitioned step's tick builds the partition the tick closes: the
 latest partition that is complete at the tick's scheduled time (a daily
 step's midnight tick builds the day that just ended). A step with dynamic
-partitions has no such partition: its schedule skips with the reason. Names
+partitions has no such partition: its schedule skips with the reason. Like
+the cascade, a tick never starts a step while an input it reads (an asset of
+the project) was never materialized: it skips, naming the inputs to build
+first (a demo started just before the hour does not fail its first tick). Names
 are ``<step>__schedule`` (``__schedule_2`` … for further lines of the same
 script), stable across loads.
 """
@@ -47,7 +50,13 @@ def schedule_name(step: ScriptStep, index: int) -> str:
     return f"{step.name}__schedule" if index == 0 else f"{step.name}__schedule_{index + 1}"
 
 
-def step_schedules(step: ScriptStep, keys: Sequence[AssetKey], pdef: PartitionsDefinition | None) -> list[ScheduleDefinition]:
+def missing_inputs(instance: Any, inputs: Sequence[AssetKey]) -> list[AssetKey]:
+    """The inputs with no materialization at all in ``instance``."""
+    return [k for k in inputs if instance.get_latest_materialization_event(k) is None]
+
+
+def step_schedules(step: ScriptStep, keys: Sequence[AssetKey], pdef: PartitionsDefinition | None, inputs: Sequence[AssetKey] = ()) -> list[ScheduleDefinition]:
+    """The step's schedules; ``inputs``: the keys of the project's assets it reads (its tick waits for them)."""
     out = []
     for i, sched in enumerate(step.schedules):
         name = schedule_name(step, i)
@@ -55,6 +64,9 @@ def step_schedules(step: ScriptStep, keys: Sequence[AssetKey], pdef: PartitionsD
 
         def run(context: Any, pdef: PartitionsDefinition | None = pdef, name: str = name) -> Any:
             tick = context.scheduled_execution_time
+            if missing := missing_inputs(context.instance, inputs):
+                names = ", ".join(k.to_user_string() for k in missing)
+                return SkipReason(f"{step.path}: not started, its input(s) {names} were never materialized — materialize them first; the next tick runs it")
             if pdef is None:
                 return RunRequest(run_key=tick.isoformat())
             if isinstance(pdef, DynamicPartitionsDefinition):
