@@ -21,6 +21,7 @@ from selenium.webdriver.common.keys import Keys
 
 from browser import Browser
 from lineage_defs import uris
+from lineage_defs.definitions import user_definitions
 from lineage_defs.plan.project import load_project
 from lineage_defs.settings import LineageSettings
 from lineage_defs.run.substrates import Session
@@ -161,6 +162,9 @@ def test_global_graph_shows_every_asset_and_edge(demo: DagsterDev, browser: Brow
     project = load_project(REPO / "examples" / "pipelines")
     label = {u: uris.key_path(u)[-1] for s in project.steps for u in s.outputs} | {u: uris.key_path(u)[-1] for u in project.externals}
     expected_edges = {(label[d.uri], label[s.uri]) for s in project.steps for d in s.deps}
+    # the example's hand-written asset (LINEAGE_DEFINITIONS, as make demo sets it): its own node and inputs
+    for spec in (spec for a in user_definitions(str(REPO / "examples" / "python_assets.py")).assets or [] for spec in a.specs):
+        expected_edges |= {(dep.asset_key.path[-1], spec.key.path[-1]) for dep in spec.deps}
     groups = sorted({s.pipeline for s in project.steps})
 
     browser.resize(2400, 5000)  # the graph renders only what is in view: make all of it in view
