@@ -78,6 +78,12 @@ def test_webhook_posts_reach_append_rows_through_the_postgres_store(tmp_path: Pa
         instance = daemon.instance()
         wait_for("all runs finished", lambda: finished(instance), 120, daemon.log_tail)
         assert sorted(r[0] for r in table_rows(daemon_state, ROWS, "n")) == list(range(90))
+
+        def settled() -> bool:  # the sensor marks a batch done on the tick after its run succeeded
+            with EventStore(dsn) as store:
+                return bool(store.counts("webhook:orders")["batches_open"] == 0)
+
+        wait_for("the sensor to settle every batch", settled, 60, daemon.log_tail)
     finally:
         daemon.stop()
         receiver.stop()
