@@ -11,6 +11,7 @@ import datetime as dt
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from lineage_defs.errors import AnnotationError, Location, did_you_mean
 from lineage_defs.parse.header import leading_comments
@@ -89,39 +90,18 @@ def _on(ln: _Line, args: list[Token]) -> None:
             return
         ln.b.add("schedules", Schedule(str(cron), o.get("tz"), ln.loc()))  # type: ignore[arg-type]
     elif head.text == "kafka":
-        o = ln.options(
-            rest,
-            {"topic": ln.text, "connection": ln.text, "group": ln.text, "partition_from": ln.partition_from, "max_batch": ln.integer},
-            what="on kafka",
-        )
+        o = _source_options(ln, rest, "kafka", "topic", "orders", {"connection": ln.text, "group": ln.text})
         if o is None:
-            return
-        if "topic" not in o:
-            ln.error(None, "'on kafka' needs topic=", "write on kafka topic=orders")
             return
         ln.b.add("events", Kafka(str(o["topic"]), str(o.get("connection", "default")), o.get("group"), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
     elif head.text == "sqs":
-        o = ln.options(
-            rest,
-            {"queue": ln.sqs_queue, "connection": ln.connection, "partition_from": ln.partition_from, "max_batch": ln.integer},
-            what="on sqs",
-        )
+        o = _source_options(ln, rest, "sqs", "queue", "orders (a queue name, or its https:// URL)", {"queue": ln.sqs_queue, "connection": ln.connection})
         if o is None:
-            return
-        if "queue" not in o:
-            ln.error(None, "'on sqs' needs queue=", "write on sqs queue=orders (a queue name, or its https:// URL)")
             return
         ln.b.add("events", Sqs(str(o["queue"]), str(o.get("connection", "default")), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
     elif head.text == "postgres":
-        o = ln.options(
-            rest,
-            {"table": ln.pg_table, "connection": ln.connection, "events": ln.change_events, "partition_from": ln.partition_from, "max_batch": ln.integer},
-            what="on postgres",
-        )
+        o = _source_options(ln, rest, "postgres", "table", "public.orders", {"table": ln.pg_table, "connection": ln.connection, "events": ln.change_events})
         if o is None:
-            return
-        if "table" not in o:
-            ln.error(None, "'on postgres' needs table=", "write on postgres table=public.orders")
             return
         events = o.get("events") or ("insert", "update", "delete")
         ln.b.add("events", Postgres(str(o["table"]), str(o.get("connection", "default")), events, o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
@@ -139,6 +119,18 @@ def _on(ln: _Line, args: list[Token]) -> None:
         o = ln.options(rest, {"debounce": ln.duration}, what="on <uri>")
         if uri and o is not None:
             ln.b.add("upstreams", Upstream(uri, o.get("debounce"), ln.loc(head.start, len(head.text))))  # type: ignore[arg-type]
+
+
+def _source_options(ln: _Line, rest: list[Token], kind: str, required: str, example: str, own: dict[str, Any]) -> dict[str, Any] | None:
+    """The options of a pull source's ``on <kind> <required>=…`` line (``own`` beside the options every
+    source takes: partition_from=, max_batch=); None once an error is reported."""
+    o = ln.options(rest, {required: ln.text, **own, "partition_from": ln.partition_from, "max_batch": ln.integer}, what=f"on {kind}")
+    if o is None:
+        return None
+    if required not in o:
+        ln.error(None, f"'on {kind}' needs {required}=", f"write on {kind} {required}={example}")
+        return None
+    return o
 
 
 def _valid_cron(cron: str) -> bool:
