@@ -62,11 +62,11 @@ def step_schedules(step: ScriptStep, keys: Sequence[AssetKey], pdef: PartitionsD
         name = schedule_name(step, i)
         job = define_asset_job(f"{name}_job", selection=AssetSelection.assets(*keys))
 
-        def run(context: Any, pdef: PartitionsDefinition | None = pdef, name: str = name) -> Any:
+        def run(context: Any, pdef: PartitionsDefinition | None = pdef, name: str = name, line: int = sched.at.line) -> Any:
             tick = context.scheduled_execution_time
             if missing := missing_inputs(context.instance, inputs):
                 names = ", ".join(k.to_user_string() for k in missing)
-                return SkipReason(f"{step.path}: not started, its input(s) {names} were never materialized — materialize them first; the next tick runs it")
+                return SkipReason(f"{step.path}:{line}: not started, its input(s) {names} were never materialized — materialize them first; the next tick runs it")
             if pdef is None:
                 return RunRequest(run_key=tick.isoformat())
             if isinstance(pdef, DynamicPartitionsDefinition):
