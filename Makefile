@@ -13,7 +13,7 @@ export DAGSTER_HOME          ?= $(CURDIR)/dagster_home
 # Dagster stores a range run's per-partition events as one batch (see dagster_home/dagster.yaml)
 export DAGSTER_EVENT_BATCH_SIZE ?= 1000
 
-.PHONY: install browser demo demo-stop test bench typecheck clean
+.PHONY: install browser servers demo demo-stop test bench typecheck clean
 
 # Also the editable package's bytecode: uv compiles site-packages only, and where
 # PYTHONDONTWRITEBYTECODE=1 (common in containers) Python would compile lineage_defs
@@ -43,7 +43,15 @@ browser: /usr/bin/chromium /usr/bin/chromedriver
 /usr/bin/chromium /usr/bin/chromedriver:
 	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get install -y -q chromium chromium-driver || (apt-get update -q && apt-get install -y -q chromium chromium-driver)'
 
-test: install browser
+# The event-source tests start Debian's brokers themselves (mosquitto, NATS with JetStream, Redis):
+# installed here, never started as system services.
+SERVERS := /usr/sbin/mosquitto /usr/sbin/nats-server /usr/bin/redis-server
+servers: $(SERVERS)
+
+$(SERVERS):
+	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get install -y -q mosquitto nats-server redis-server || (apt-get update -q && apt-get install -y -q mosquitto nats-server redis-server)'
+
+test: install browser servers
 	$(PY) -m pytest -q -p no:cacheprovider
 
 typecheck: install
