@@ -11,6 +11,7 @@ from typing import Any
 from dagster import AssetKey, AssetsDefinition, AssetSpec, Definitions, PartitionsDefinition, SourceAsset
 
 from lineage_defs.assets.context import BuildContext
+from lineage_defs.assets.executor import executor_for
 from lineage_defs.assets.factory import external_specs, partition_defs, script_assets
 from lineage_defs.assets.metadata import EXTERNAL
 from lineage_defs.assets.resources import LineageResource
@@ -97,6 +98,7 @@ def build_definitions(
             sensors=sensors,
             schedules=schedules,
             resources=resources(settings),
+            executor=executor_for(settings),
         )
         merged = merge_definitions(ours, *theirs) if theirs else ours
         # Dagster resolves the repository (asset graph, resource binding) on first use, which
