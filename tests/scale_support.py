@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 LINEAGE_DEFS = str(Path(sys.executable).with_name("lineage-defs"))
@@ -54,3 +55,17 @@ def machine_env(base: Mapping[str, str], state: Path, **more: str) -> dict[str, 
 def files_under(state: Path) -> list[str]:
     """Every file a process left in its state dir, relative (to compare with what only caches may be)."""
     return sorted(p.relative_to(state).as_posix() for p in state.rglob("*") if p.is_file())
+
+
+def lake_env(lake_dsn: str, s3_server: Any, prefix: str) -> dict[str, str]:
+    """The variables of a DuckLake on PostgreSQL (``lake_dsn``) with its data under ``prefix`` on the S3 server."""
+    s3 = s3_server.settings()
+    return {
+        "LINEAGE_DUCKLAKE_CATALOG": f"postgres:{lake_dsn}",
+        "LINEAGE_DUCKLAKE_DATA_PATH": f"s3://{s3_server.bucket}/{prefix}/",
+        "LINEAGE_S3_ENDPOINT_URL": s3["s3_endpoint_url"],
+        "LINEAGE_S3_BUCKET": s3["s3_bucket"],
+        "LINEAGE_S3_REGION": s3["s3_region"],
+        "AWS_ACCESS_KEY_ID": s3["s3_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": s3["s3_secret_access_key"],
+    }

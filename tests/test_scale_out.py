@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from scale_support import DAGSTER_YAML, create_database as _create_database, pg_url as _pg_url
+from scale_support import DAGSTER_YAML, create_database as _create_database, lake_env, pg_url as _pg_url
 
 pytestmark = pytest.mark.slow
 
@@ -58,13 +58,7 @@ def test_two_runs_write_the_lake_concurrently_on_postgres_and_s3(tmp_path: Path,
         "DAGSTER_HOME": str(home),
         "LINEAGE_PIPELINES_DIR": str(root),
         "LINEAGE_STATE_DIR": str(state),
-        "LINEAGE_DUCKLAKE_CATALOG": f"postgres:{lake_dsn}",
-        "LINEAGE_DUCKLAKE_DATA_PATH": f"s3://{s3_server.bucket}/lake-{tag}/",
-        "LINEAGE_S3_ENDPOINT_URL": s3["s3_endpoint_url"],
-        "LINEAGE_S3_BUCKET": s3["s3_bucket"],
-        "LINEAGE_S3_REGION": s3["s3_region"],
-        "AWS_ACCESS_KEY_ID": s3["s3_access_key_id"],
-        "AWS_SECRET_ACCESS_KEY": s3["s3_secret_access_key"],
+        **lake_env(lake_dsn, s3_server, f"lake-{tag}"),
     }
     dagster = str(Path(sys.executable).with_name("dagster"))
     days = ("2025-01-01", "2025-01-30")
