@@ -4,8 +4,10 @@ Every process has its own empty state dir: two Celery workers (``celery -A dagst
 worker``, Debian's redis-server as the broker, started here) and three orchestrating processes that
 run one partition per run. Dagster and the DuckLake catalog are on the suite's PostgreSQL, the lake's
 data on the S3 server. A 30-partition backfill is 30 runs, one step each, spread over both workers:
-every partition is materialized once, both workers did work, and afterwards each state dir holds
-only caches and its own schema copies.
+every partition is materialized once and both workers did work. Then the worker running a step is
+SIGKILLed (process group) in the middle of it and the other runs it again in the same run (rows once);
+a changed script meets on_schema_change=fail on a fresh worker. Afterwards each state dir holds only
+caches and its own schema copies.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from pathlib import Path
