@@ -1,7 +1,8 @@
 """Which parts of a setup still live on one machine's disk while runs execute elsewhere (``lineage-defs check``).
 
 Runs execute elsewhere when the Dagster instance (``$DAGSTER_HOME/dagster.yaml``)
-keeps its storage on PostgreSQL or launches runs in containers: then every
+keeps its storage on PostgreSQL or launches runs in containers, or when steps
+run on Celery workers (``LINEAGE_CELERY_BROKER_URL``): then every
 run process, sensor and receiver may be on another machine, and whatever the
 project keeps under the state dir — the SQLite event store, the embedded
 lake's catalog and data, ``duckdb://`` files, default object storage — is a
@@ -20,7 +21,7 @@ from typing import Any
 from lineage_defs import uris
 from lineage_defs.errors import Location, SpecError
 from lineage_defs.plan.spec import Project, ScriptStep
-from lineage_defs.settings import LineageSettings
+from lineage_defs.settings import ENV_VARS, LineageSettings
 
 # Run launchers that start each run on another machine (a container or a pod).
 _REMOTE_LAUNCHERS = ("dagster_k8s", "dagster_docker", "dagster_aws", "dagster_celery_k8s", "dagster_celery_docker")
@@ -55,10 +56,24 @@ def remote_runs(env: Mapping[str, str] | None = None) -> str | None:
 
 def local_state_warnings(project: Project, settings: LineageSettings, env: Mapping[str, str] | None = None) -> list[SpecError]:
     """One warning per part of the project that stays on local disk while the instance runs elsewhere."""
-    why = remote_runs(env)
+    instance = remote_runs(env)
+    celery = f"steps run on Celery workers ({ENV_VARS['celery_broker_url']})" if settings.celery_broker_url else None
+    why = celery or instance
     if why is None:
         return []
     found: dict[str, tuple[Location, list[str], str]] = {}  # what → (first place, steps, fix)
+    out = []
+    if celery and (instance is None or "PostgreSQL" not in instance):
+        # a worker writes its step's events into the run's instance: a SQLite file it cannot reach
+        e = os.environ if env is None else env
+        home = e.get("DAGSTER_HOME")
+        yaml_path = str(Path(home) / "dagster.yaml") if home else "$DAGSTER_HOME/dagster.yaml"
+        out.append(SpecError(
+            f"{celery}, but Dagster's storage is not on PostgreSQL ({'no DAGSTER_HOME' if not home else 'the instance keeps SQLite files under ' + home}): "
+            "a worker on another machine cannot write its steps' events",
+            Location(yaml_path), "set `storage: postgres: postgres_url: postgresql+psycopg2://…` in DAGSTER_HOME's dagster.yaml, reachable from every worker",
+            severity="warning",
+        ))  # fmt: skip
 
     def note(what: str, at: Location, step: str, fix: str) -> None:
         steps = found.setdefault(what, (at, [], fix))[1]
@@ -90,7 +105,6 @@ def local_state_warnings(project: Project, settings: LineageSettings, env: Mappi
                      "write tables every machine shares to ducklake:// (a PostgreSQL catalog, S3 data) or datatable://")
             elif u.kind == "s3" and not u.authority and not settings.s3_bucket:
                 note(f"s3:/// objects are kept under {settings.objects_dir}", at, step.path, "set LINEAGE_S3_BUCKET (and LINEAGE_S3_ENDPOINT_URL)")
-    out = []
     for what, (at, steps, fix) in found.items():
         others = f" (and {len(steps) - 1} more step{'s' * (len(steps) > 2)})" if len(steps) > 1 else ""
         out.append(SpecError(f"runs execute on other machines ({why}), but {what}{others}: each process gets its own copy", at, fix, severity="warning"))

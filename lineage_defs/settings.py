@@ -58,6 +58,8 @@ ENV_VARS = {
     "openlineage_namespace": "OPENLINEAGE_NAMESPACE",
     "openlineage_timeout": "LINEAGE_OPENLINEAGE_TIMEOUT",
     "events_dsn": "LINEAGE_EVENTS_DSN",
+    "celery_broker_url": "LINEAGE_CELERY_BROKER_URL",
+    "celery_backend_url": "LINEAGE_CELERY_BACKEND_URL",
 }
 # Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
 ENV_PREFIXES = {
@@ -68,7 +70,7 @@ ENV_PREFIXES = {
     "sqs_endpoints": "LINEAGE_SQS_ENDPOINT_URL_",
 }
 # May hold a password or key: never shown in the UI, logs or errors.
-SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key", "events_dsn")
+SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key", "events_dsn", "celery_broker_url", "celery_backend_url")
 # What a run needs (the Dagster resource carries these into run processes).
 RUN_FIELDS = (
     "pipelines_dir", "state_dir", "postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_data_path",
@@ -123,6 +125,10 @@ class LineageSettings:
     batch_attempts: int = 3
     batch_retries: int = 2
     batch_backoff: float = 30.0  # seconds before the second request; doubled for each after it
+    # -- where steps run: set, every step of every run is a task for Dagster's Celery executor (dagster-celery,
+    # the `celery` extra) on this broker ("redis://host:6379/0"), its results on the backend (default: the broker)
+    celery_broker_url: str | None = None
+    celery_backend_url: str | None = None
     # -- dbt (SPEC section 8)
     dbt_executable: str | None = None  # builds (default: this interpreter's dbt-core)
     dbt_analysis_executable: str | None = None  # writes the lineage index (default: the same)

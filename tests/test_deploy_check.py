@@ -75,3 +75,43 @@ def test_check_prints_the_warnings_and_still_succeeds(tmp_path: Path) -> None:
     env["LINEAGE_EVENTS_DSN"] = "host=db dbname=events"
     out = subprocess.run([cli, "check", str(pipelines), "--no-cache"], env=env, capture_output=True, text=True, timeout=300)
     assert "LINEAGE_EVENTS_DSN" not in out.stderr and "2 steps, 0 errors, 3 warnings" in out.stdout
+
+
+CELERY = {"LINEAGE_CELERY_BROKER_URL": "redis://127.0.0.1:6399/0", "LINEAGE_CELERY_BACKEND_URL": "redis://127.0.0.1:6399/1"}
+
+
+def test_the_celery_broker_setting_makes_every_job_use_the_celery_executor(tmp_path: Path) -> None:
+    from dagster import Definitions
+
+    from lineage_defs.assets.definitions import build_definitions
+
+    pipelines = write_steps(tmp_path / "pipelines", STEPS)
+    base = {"LINEAGE_PIPELINES_DIR": str(pipelines), "LINEAGE_STATE_DIR": str(tmp_path / "state")}
+    plain = build_definitions(settings=LineageSettings.from_env(base))
+    assert plain.executor is None
+    settings = LineageSettings.from_env({**base, **CELERY})
+    assert settings.celery_broker_url == CELERY["LINEAGE_CELERY_BROKER_URL"] and settings.secret_env["celery_broker_url"] == "LINEAGE_CELERY_BROKER_URL"
+    defs = build_definitions(settings=settings)
+    assert isinstance(defs, Definitions) and defs.executor is not None and defs.executor.name == "celery"
+    assert defs.resolve_implicit_global_asset_job_def().executor_def.name == "celery"
+
+
+def test_a_celery_executor_with_local_state_is_warned_with_the_variable_to_set(tmp_path: Path) -> None:
+    pipelines = write_steps(tmp_path / "pipelines", STEPS)
+    settings = LineageSettings(pipelines_dir=str(pipelines), state_dir=str(tmp_path / "state"), use_cache=False, celery_broker_url=CELERY["LINEAGE_CELERY_BROKER_URL"])
+    project = load_project(str(pipelines), settings)
+    # no DAGSTER_HOME: Dagster's storage, the event store, the lake and the duckdb file are all local
+    warned = [w.headline() for w in local_state_warnings(project, settings, {})]
+    assert len(warned) == 5, warned
+    assert all("steps run on Celery workers (LINEAGE_CELERY_BROKER_URL)" in w for w in warned)
+    storage = next(w for w in warned if "Dagster's storage is not on PostgreSQL" in w)
+    assert storage.startswith("$DAGSTER_HOME/dagster.yaml: ") and "storage: postgres:" in storage
+    assert any("set LINEAGE_EVENTS_DSN" in w for w in warned)
+    assert any("LINEAGE_DUCKLAKE_CATALOG=postgres:" in w for w in warned)
+    # Dagster on PostgreSQL, the event store and the lake remote: only the duckdb:// file is left
+    remote = {"DAGSTER_HOME": _home(tmp_path, POSTGRES_INSTANCE)}
+    shared = settings.replace(events_dsn="host=db dbname=events", ducklake_catalog="postgres:host=db dbname=lake", ducklake_data_path="s3://b/lake/")
+    left = [w.headline() for w in local_state_warnings(project, shared, remote)]
+    assert len(left) == 1 and "duckdb://warehouse is the local file" in left[0], left
+    # the same setup without a Celery executor or a remote instance: nothing to warn about
+    assert local_state_warnings(project, settings.replace(celery_broker_url=None), {}) == []

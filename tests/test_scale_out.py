@@ -16,16 +16,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from scale_support import DAGSTER_YAML, create_database as _create_database, lake_env, pg_url as _pg_url
 
-DAGSTER_YAML = """\
-storage:
-  postgres:
-    postgres_url: "{url}"
-run_coordinator:
-  module: dagster._core.run_coordinator
-  class: DefaultRunCoordinator
-"""
+pytestmark = pytest.mark.slow
 
 PER_PARTITION = """\
 -- Orders of one day, one transaction per partition.
@@ -43,20 +36,6 @@ SET_BASED = """\
 SELECT range AS id, CAST($partition_start AS TIMESTAMP) + INTERVAL (range * 15) MINUTE AS ts
 FROM range(CAST(date_diff('minute', CAST($partition_start AS TIMESTAMP), CAST($partition_end AS TIMESTAMP)) / 15 AS BIGINT))
 """
-
-
-def _pg_url(dsn: str, dbname: str) -> str:
-    # psycopg2 named: SQLAlchemy 2.1 picks psycopg 3 for postgresql://, on which dagster-postgres's NOTIFY fails
-    parts = dict(p.split("=", 1) for p in dsn.split())
-    return f"postgresql+psycopg2://{parts['user']}@{parts['host']}:{parts['port']}/{dbname}"
-
-
-def _create_database(dsn: str, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    return " ".join(p for p in dsn.split() if not p.startswith("dbname=")) + f" dbname={name}"
 
 
 def test_two_runs_write_the_lake_concurrently_on_postgres_and_s3(tmp_path: Path, pg_dsn: str, s3_server: Any) -> None:
@@ -79,13 +58,7 @@ def test_two_runs_write_the_lake_concurrently_on_postgres_and_s3(tmp_path: Path,
         "DAGSTER_HOME": str(home),
         "LINEAGE_PIPELINES_DIR": str(root),
         "LINEAGE_STATE_DIR": str(state),
-        "LINEAGE_DUCKLAKE_CATALOG": f"postgres:{lake_dsn}",
-        "LINEAGE_DUCKLAKE_DATA_PATH": f"s3://{s3_server.bucket}/lake-{tag}/",
-        "LINEAGE_S3_ENDPOINT_URL": s3["s3_endpoint_url"],
-        "LINEAGE_S3_BUCKET": s3["s3_bucket"],
-        "LINEAGE_S3_REGION": s3["s3_region"],
-        "AWS_ACCESS_KEY_ID": s3["s3_access_key_id"],
-        "AWS_SECRET_ACCESS_KEY": s3["s3_secret_access_key"],
+        **lake_env(lake_dsn, s3_server, f"lake-{tag}"),
     }
     dagster = str(Path(sys.executable).with_name("dagster"))
     days = ("2025-01-01", "2025-01-30")

@@ -11,6 +11,7 @@ from typing import Any
 from dagster import AssetKey, AssetsDefinition, AssetSpec, Definitions, PartitionsDefinition, SourceAsset
 
 from lineage_defs.assets.context import BuildContext
+from lineage_defs.assets.executor import executor_for
 from lineage_defs.assets.factory import external_specs, partition_defs, script_assets
 from lineage_defs.assets.metadata import EXTERNAL
 from lineage_defs.assets.resources import LineageResource
@@ -20,7 +21,7 @@ from lineage_defs.errors import ProjectErrors
 from lineage_defs.openlineage.config import configured as openlineage_configured
 from lineage_defs.openlineage.emitter import prepare as prepare_openlineage
 from lineage_defs.plan.project import load_project, without_invalid
-from lineage_defs.plan.schemas import captured_schemas, column_warnings
+from lineage_defs.plan.schemas import column_warnings, reference_schemas
 from lineage_defs.plan.spec import Project
 from lineage_defs.sensors import trigger_definitions
 from lineage_defs.sensors.cascade import condition_for
@@ -32,10 +33,10 @@ log = logging.getLogger("lineage_defs")
 BUILDERS: Sequence[Callable[[BuildContext], Sequence[AssetsDefinition | AssetSpec]]] = (script_assets, dbt_assets, external_specs)
 
 
-def load(settings: LineageSettings) -> Project:
+def load(settings: LineageSettings, asset_key: Callable[[str], AssetKey] | None = None) -> Project:
     """The folder's project, with the same problems ``lineage-defs check`` reports; raises or skips on errors."""
     project = load_project(settings.pipelines_dir, settings)
-    for w in (*project.warnings, *column_warnings(project, captured_schemas(settings))):
+    for w in (*project.warnings, *column_warnings(project, reference_schemas(settings, project, asset_key or LineageTranslator().asset_key))):
         log.warning(w.render())
     if project.errors:
         if settings.on_invalid == OnInvalid.RAISE:
@@ -75,8 +76,8 @@ def build_definitions(
     paused = gc.isenabled()
     gc.disable()
     try:
-        project = load(settings)
         keys = CachedKeys(translator or LineageTranslator())
+        project = load(settings, keys.asset_key)
         pdefs = partition_defs(project)
         key_of = {u: keys.asset_key(u) for s in project.steps for u in s.outputs}
         theirs = [defs] if isinstance(defs, Definitions) else list(defs or ())
@@ -97,6 +98,7 @@ def build_definitions(
             sensors=sensors,
             schedules=schedules,
             resources=resources(settings),
+            executor=executor_for(settings),
         )
         merged = merge_definitions(ours, *theirs) if theirs else ours
         # Dagster resolves the repository (asset graph, resource binding) on first use, which

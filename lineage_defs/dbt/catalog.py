@@ -78,10 +78,11 @@ def catalog(project: DbtProject, settings: LineageSettings, lake: bool = True) -
 
 
 def relations_to_read(
-    built: Sequence[DbtStep], manifest: Mapping[str, Any], project: DbtProject, step_uris: AbstractSet[str], settings: LineageSettings
+    built: Sequence[DbtStep], manifest: Mapping[str, Any], project: DbtProject, step_uris: AbstractSet[str], settings: LineageSettings, instance: Any = None
 ) -> tuple[list[str], dict[str, list[tuple[str, str]]]]:
     """The relations a build's catalog query reads (the built ones and every one they read), and those
-    known without it: a source that is a script's table has the schema its last write captured."""
+    known without it: a source that is a script's table has the schema its last materialization in
+    ``instance`` (the run's) reported."""
     nodes, sources = manifest["nodes"], manifest["sources"]
     node_uris = dict(project.node_uris)
     relations = {s.relation for s in built}
@@ -95,7 +96,7 @@ def relations_to_read(
             relations.add(relation)
             uri = node_uris.get(u, "")
             if u in sources and uri in step_uris and not uri.startswith("dbt://"):
-                captured = captured_schema(settings, uri)
+                captured = captured_schema(settings, uri, instance)
                 if captured:
                     known[relation] = captured
     return sorted(relations), known

@@ -125,7 +125,7 @@ class DbtRun:
         """One catalog query: the built relations and every relation the built models read."""
         if not built:
             return {}
-        relations, known = relations_to_read(built, manifest, self.project, {s.uri for s in self.ctx.project.steps}, self.settings)
+        relations, known = relations_to_read(built, manifest, self.project, {s.uri for s in self.ctx.project.steps}, self.settings, self.context.instance)
         start = time.perf_counter()
         columns, note = build_columns(self.project, self.settings, sorted(relations), known)
         if note:

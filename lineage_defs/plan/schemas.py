@@ -1,27 +1,36 @@
-"""The captured-schema store, and consumers' column references checked against it.
+"""Captured schemas, and consumers' column references checked against them.
 
-After each write the runtime records the target's columns in
-``<state>/schemas/`` (``record_schema``); at load a step that reads a column
-its upstream no longer has gets a warning with ``file:line`` (the upstream
-may have changed since the consumer was written). Plain JSON files: nothing
-in the state dir is ever unpickled or executed.
+The reference is the last materialization's ``dagster/column_schema`` in the
+Dagster instance: every process (a code server, a run on another machine, a
+Celery worker) that reaches the instance compares against the same schema.
+Each write also records the target's columns in ``<state>/schemas/``
+(``record_schema``): a per-process copy used only where no instance is
+reachable (``lineage-defs check`` without ``DAGSTER_HOME``) or for a table the
+instance never materialized. At load a step that reads a column its upstream
+no longer has gets a warning with ``file:line``. Plain JSON files: nothing in
+the state dir is ever unpickled or executed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from lineage_defs import uris
 from lineage_defs.errors import Location, SpecError, did_you_mean
 from lineage_defs.plan.spec import AnyStep, Project, ScriptStep
 from lineage_defs.settings import LineageSettings
 
 INDEX_VERSION = 1
+log = logging.getLogger("lineage_defs")
 
 
 def _write_json(path: Path, data: object) -> None:
@@ -39,8 +48,46 @@ def record_schema(settings: LineageSettings, uri: str, schema: Sequence[tuple[st
     _write_json(folder / (hashlib.sha256(uri.encode()).hexdigest()[:24] + ".json"), {"uri": uri, "columns": [list(c) for c in schema]})
 
 
-def captured_schema(settings: LineageSettings, uri: str) -> list[tuple[str, str]] | None:
-    """One target's captured (column, type) pairs, None when it was never written."""
+@contextmanager
+def reference_instance() -> Iterator[Any]:
+    """The Dagster instance of ``DAGSTER_HOME`` whose materializations hold the reference schemas
+    (None without ``DAGSTER_HOME``: then each process's own captures are the reference)."""
+    if not os.environ.get("DAGSTER_HOME"):
+        yield None
+        return
+    from dagster import DagsterInstance
+
+    with DagsterInstance.get() as instance:
+        yield instance
+
+
+def _default_key(uri: str) -> Any:
+    from dagster import AssetKey
+
+    return AssetKey(list(uris.key_path(uri)))
+
+
+def materialized_schema(instance: Any, uri: str, asset_key: Callable[[str], Any] = _default_key) -> list[tuple[str, str]] | None:
+    """(column, type) pairs of the last materialization of ``uri`` in ``instance`` (None: none has a schema)."""
+    event = instance.get_latest_materialization_event(asset_key(uri))
+    materialization = event.asset_materialization if event is not None else None
+    value = materialization.metadata.get("dagster/column_schema") if materialization is not None else None
+    schema = getattr(value, "schema", None)  # a TableSchemaMetadataValue
+    if schema is None:
+        return None
+    return [(str(c.name), str(c.type)) for c in schema.columns]
+
+
+def captured_schema(settings: LineageSettings, uri: str, instance: Any = None) -> list[tuple[str, str]] | None:
+    """One target's captured (column, type) pairs, None when it was never written.
+
+    With an instance, its last materialization's schema; the local capture when
+    it has none (or no types: a column typed ``unknown``).
+    """
+    if instance is not None:
+        cols = materialized_schema(instance, uri)
+        if cols is not None and all(t != "unknown" for _, t in cols):
+            return cols
     try:
         data = json.loads((settings.schemas_dir / (hashlib.sha256(uri.encode()).hexdigest()[:24] + ".json")).read_text())
         return [(str(c[0]), str(c[1])) for c in data["columns"]] if data.get("uri") == uri else None
@@ -48,8 +95,41 @@ def captured_schema(settings: LineageSettings, uri: str) -> list[tuple[str, str]
         return None
 
 
-def captured_schemas(settings: LineageSettings) -> dict[str, list[str]]:
-    """URI → captured column names.
+def captured_schemas(
+    settings: LineageSettings, wanted: Iterable[str] = (), instance: Any = None, asset_key: Callable[[str], Any] = _default_key
+) -> dict[str, list[str]]:
+    """URI → captured column names: for each URI of ``wanted`` the instance materialized, its last
+    materialization's columns; this process's local captures for every other URI."""
+    out = _local_schemas(settings)
+    if instance is not None:
+        for uri in sorted(set(wanted)):
+            cols = materialized_schema(instance, uri, asset_key)
+            if cols is not None:
+                out[uri] = [c for c, _ in cols]
+    return out
+
+
+def reference_schemas(settings: LineageSettings, project: Project, asset_key: Callable[[str], Any] = _default_key) -> dict[str, list[str]]:
+    """URI → the columns ``project``'s consumers are checked against: the Dagster instance's last
+    materializations (every process sees the same), this process's captures where none is reachable."""
+    wanted = consumed_uris(project)
+    if not wanted:
+        return {}
+    try:
+        with reference_instance() as instance:
+            return captured_schemas(settings, wanted, instance, asset_key)
+    except Exception as e:  # an unreachable instance must not stop loading or `check`: these are warnings
+        log.warning(f"consumer column checks use this process's captured schemas: the Dagster instance could not be read ({e})")
+        return captured_schemas(settings)
+
+
+def consumed_uris(project: Project) -> set[str]:
+    """The upstream URIs whose columns some step reads (those ``column_warnings`` looks up)."""
+    return {e.source_uri for step in project.steps for e in step.column_edges}
+
+
+def _local_schemas(settings: LineageSettings) -> dict[str, list[str]]:
+    """URI → column names recorded under this process's state dir.
 
     Every run process loads the code location, so the files are read only when
     the folder changed since the last load (the runtime replaces files into
