@@ -67,15 +67,21 @@ def _default_key(uri: str) -> Any:
     return AssetKey(list(uris.key_path(uri)))
 
 
-def materialized_schema(instance: Any, uri: str, asset_key: Callable[[str], Any] = _default_key) -> list[tuple[str, str]] | None:
-    """(column, type) pairs of the last materialization of ``uri`` in ``instance`` (None: none has a schema)."""
-    event = instance.get_latest_materialization_event(asset_key(uri))
-    materialization = event.asset_materialization if event is not None else None
-    value = materialization.metadata.get("dagster/column_schema") if materialization is not None else None
-    schema = getattr(value, "schema", None)  # a TableSchemaMetadataValue
-    if schema is None:
-        return None
-    return [(str(c.name), str(c.type)) for c in schema.columns]
+def materialized_schemas(instance: Any, wanted: Iterable[str], asset_key: Callable[[str], Any] = _default_key) -> dict[str, list[tuple[str, str]]]:
+    """URI → (column, type) pairs of its last materialization in ``instance``, for the URIs of ``wanted``
+    whose last materialization has a schema: one query for them all (a code location of thousands of
+    assets loads in every run process)."""
+    keys = {asset_key(uri): uri for uri in set(wanted)}
+    out: dict[str, list[tuple[str, str]]] = {}
+    for record in instance.get_asset_records(list(keys)) if keys else ():
+        event = record.asset_entry.last_materialization
+        materialization = event.asset_materialization if event is not None else None
+        value = materialization.metadata.get("dagster/column_schema") if materialization is not None else None
+        schema = getattr(value, "schema", None)  # a TableSchemaMetadataValue
+        uri = keys.get(record.asset_entry.asset_key)
+        if schema is not None and uri is not None:
+            out[uri] = [(str(c.name), str(c.type)) for c in schema.columns]
+    return out
 
 
 def captured_schema(settings: LineageSettings, uri: str, instance: Any = None) -> list[tuple[str, str]] | None:
@@ -85,7 +91,7 @@ def captured_schema(settings: LineageSettings, uri: str, instance: Any = None) -
     it has none (or no types: a column typed ``unknown``).
     """
     if instance is not None:
-        cols = materialized_schema(instance, uri)
+        cols = materialized_schemas(instance, [uri]).get(uri)
         if cols is not None and all(t != "unknown" for _, t in cols):
             return cols
     try:
@@ -102,10 +108,8 @@ def captured_schemas(
     materialization's columns; this process's local captures for every other URI."""
     out = _local_schemas(settings)
     if instance is not None:
-        for uri in sorted(set(wanted)):
-            cols = materialized_schema(instance, uri, asset_key)
-            if cols is not None:
-                out[uri] = [c for c, _ in cols]
+        for uri, cols in materialized_schemas(instance, wanted, asset_key).items():
+            out[uri] = [c for c, _ in cols]
     return out
 
 
