@@ -66,6 +66,7 @@ ENV_PREFIXES = {
     "ducklake_data_paths": "LINEAGE_DUCKLAKE_DATA_PATH_",
     "kafka_bootstrap": "LINEAGE_KAFKA_BOOTSTRAP_",
     "sqs_endpoints": "LINEAGE_SQS_ENDPOINT_URL_",
+    "mqtt_urls": "LINEAGE_MQTT_URL_",
 }
 # May hold a password or key: never shown in the UI, logs or errors.
 SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key", "events_dsn")
@@ -111,6 +112,7 @@ class LineageSettings:
     kafka_bootstrap: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → host:port,…
     # connection (lower case; "default") → SQS endpoint URL; the default connection without one is AWS itself
     sqs_endpoints: Mapping[str, str] = field(default_factory=dict)
+    mqtt_urls: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → mqtt://host:port
     cascade_interval: int = 15  # seconds between evaluations of the cascade
     # Seconds between ticks of the event sensors. Dagster's sensor daemon looks at sensors every 5 s: an
     # interval of exactly 5 falls just short on every other look (a tick every 10 s); 4 is every look.
@@ -159,6 +161,8 @@ class LineageSettings:
             values["kafka_bootstrap"]["default"] = e["LINEAGE_KAFKA_BOOTSTRAP"]
         if e.get("LINEAGE_SQS_ENDPOINT_URL"):
             values["sqs_endpoints"]["default"] = e["LINEAGE_SQS_ENDPOINT_URL"]
+        if e.get("LINEAGE_MQTT_URL"):
+            values["mqtt_urls"]["default"] = e["LINEAGE_MQTT_URL"]
         interval = e.get("LINEAGE_SENSOR_INTERVAL")
         if interval:
             values["cascade_interval"] = values["event_interval"] = _positive_int(interval, "LINEAGE_SENSOR_INTERVAL")
@@ -296,6 +300,14 @@ class LineageSettings:
     @staticmethod
     def sqs_env(connection: str) -> str:
         return "LINEAGE_SQS_ENDPOINT_URL" + ("" if connection == "default" else f"_{connection.upper()}")
+
+    def mqtt_url(self, connection: str) -> str | None:
+        """``mqtt://host:port`` of an MQTT connection (``LINEAGE_MQTT_URL[_<CONNECTION>]``); None: not configured."""
+        return self.mqtt_urls.get(connection.lower())
+
+    @staticmethod
+    def mqtt_env(connection: str) -> str:
+        return "LINEAGE_MQTT_URL" + ("" if connection == "default" else f"_{connection.upper()}")
 
 
 def _positive_int(text: str, name: str) -> int:

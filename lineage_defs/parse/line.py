@@ -180,6 +180,17 @@ class _Line:
         self.error(_value_at(t), f"bad SQS queue '{v}'", f"write a queue name of letters, digits, - and _ (e.g. queue={fixed}) or the queue's https:// URL")
         return None
 
+    def mqtt_topic(self, t: Token) -> str | None:
+        """An MQTT topic filter: ``+`` only as a whole level, ``#`` only as the whole last level (MQTT 3.1.1/5 §4.7)."""
+        v = t.value
+        levels = v.split("/")
+        if v and all(lv in ("+", "#") or not ("+" in lv or "#" in lv) for lv in levels) and "#" not in levels[:-1]:
+            return v
+        fixed = "/".join("+" if "+" in lv else ("#" if "#" in lv else lv) for lv in levels)
+        fixed = fixed.split("#", 1)[0] + "#" if "#" in fixed else fixed
+        self.error(_value_at(t), f"bad MQTT topic filter '{v}'", f"'+' stands for one whole level and '#' only for the whole last one, e.g. topic={fixed or 'shop/orders'}")
+        return None
+
     def pg_table(self, t: Token) -> str | None:
         """``<schema>.<table>``: plain lower-case identifiers (what PostgreSQL folds an unquoted name to)."""
         if _PG_TABLE.fullmatch(t.value):

@@ -113,9 +113,20 @@ class Postgres:
     at: Location
 
 
+@dataclass(frozen=True)
+class Mqtt:
+    """``on mqtt topic=<filter> [connection=…]``."""
+
+    topic: str  # a topic filter: levels split by /, + for one whole level, # as the last
+    connection: str
+    partition_from: str | None
+    max_batch: int | None
+    at: Location
+
+
 # The event triggers (SPEC section 6): each kind a type of its own, built into sensors by
 # the table in ``lineage_defs.triggers``.
-EventTrigger = Kafka | Webhook | Sqs | Postgres
+EventTrigger = Kafka | Webhook | Sqs | Postgres | Mqtt
 
 
 class PartitionKind(StrEnum):
