@@ -91,11 +91,11 @@ def test_settings_read_the_mqtt_urls() -> None:
 def test_the_dedupe_id_is_the_publishers_event_id_else_a_hash_of_topic_and_payload() -> None:
     from lineage_defs.triggers.mqtt.reader import dedupe_id
 
-    assert dedupe_id("a", b'{"event_id": "e-1", "n": 1}', None) == dedupe_id("a", b'{"event_id": "e-1", "n": 2}', None) == "id:e-1"
-    assert dedupe_id("a", b'{"event_id": 7}', None) == "id:7"
-    assert dedupe_id("a", b'{"event_id": true}', None).startswith("sha256:"), "not an id: hashed"
-    assert dedupe_id("a", b'{"n": 1}', None) == dedupe_id("a", b'{"n": 1}', None) != dedupe_id("b", b'{"n": 1}', None)
-    assert dedupe_id("a", b'{"event_id": ' + b"[" * 100_000, None).startswith("sha256:"), "unreadable JSON never fails the tick"
+    assert dedupe_id("a", b'{"event_id": "e-1", "n": 1}') == dedupe_id("a", b'{"event_id": "e-1", "n": 2}') == "id:e-1"
+    assert dedupe_id("a", b'{"event_id": 7}') == "id:7"
+    assert dedupe_id("a", b'{"event_id": true}').startswith("sha256:"), "not an id: hashed"
+    assert dedupe_id("a", b'{"n": 1}') == dedupe_id("a", b'{"n": 1}') != dedupe_id("b", b'{"n": 1}')
+    assert dedupe_id("a", b"{\"event_id\": " + b"[" * 100_000).startswith("sha256:"), "unreadable JSON never fails the tick"
 
 
 # -- on a real broker (mosquitto) ---------------------------------------------------------------
