@@ -1,6 +1,7 @@
-"""Pull sources drained into the event store: events/s for PostgreSQL changes, SQS and MQTT messages.
+"""Pull sources drained into the event store: events/s for PostgreSQL changes, SQS, MQTT and NATS messages.
 
-    .venv/bin/python bench/pull_sources.py [--rows 100000] [--txn 10] [--messages 500] [--mqtt 20000] [--only postgres|sqs|mqtt]
+    .venv/bin/python bench/pull_sources.py [--rows 100000] [--txn 10] [--messages 500] [--mqtt 20000] [--nats 20000]
+        [--only postgres|sqs|mqtt|nats]
 
 Each source's backlog is made first (not timed), then drained the way its
 sensor does (``pull.drain``: read a chunk, store it with one committed SQLite
@@ -18,7 +19,10 @@ mosquitto (limits raised as docs/annotations.md says) with --mqtt messages
 queued for the step's persistent session while no tick runs, then drained
 (receive up to 500 → store → PUBACK, MQTT 3.1.1); the peer is the broker alone: a bare
 paho client on the same backlog that PUBACKs each message as it arrives, no
-store.
+store. NATS: Debian's nats-server with JetStream (file storage), --nats
+messages published to a stream, then drained from the step's durable pull
+consumer (pull 1,000 → store → ack); the peer is the server alone: nats-py's
+own ``fetch`` of 1,000 + ack on a second consumer of the same stream, no store.
 """
 
 from __future__ import annotations
@@ -223,13 +227,82 @@ def bench_mqtt(tmp: Path, messages: int) -> float:
         shutil.rmtree(data, ignore_errors=True)
 
 
+def bench_nats(tmp: Path, messages: int) -> float:
+    import asyncio
+
+    import nats
+    from nats.errors import TimeoutError as NatsTimeout
+    from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
+
+    from lineage_defs.triggers.nats.reader import MAX_ACK_PENDING, NatsReader, NatsSource
+
+    port = free_port()
+    data = tmp / "nats"
+    data.mkdir()
+    server = start(["/usr/sbin/nats-server", "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(data)], dict(os.environ), tmp / "nats.log")
+    url = f"nats://127.0.0.1:{port}"
+    try:
+        wait_port(port)
+
+        async def fill() -> None:
+            nc = await nats.connect(url)
+            js = nc.jetstream()
+            await js.add_stream(StreamConfig(name="BENCH", subjects=["bench.>"], storage=StorageType.FILE))
+            for i in range(0, messages, 1000):
+                await asyncio.gather(*(js.publish("bench.orders", json.dumps({"n": j, "region": "eu"}).encode()) for j in range(i, min(i + 1000, messages))))
+            await nc.close()
+
+        async def alone() -> int:
+            nc = await nats.connect(url)
+            js = nc.jetstream()
+            await js.add_consumer("BENCH", ConsumerConfig(durable_name="ceiling", ack_policy=AckPolicy.EXPLICIT, max_ack_pending=MAX_ACK_PENDING))
+            sub = await js.pull_subscribe_bind("ceiling", stream="BENCH")
+            n = 0
+            while n < messages:
+                try:
+                    msgs = await sub.fetch(batch=1000, timeout=1)
+                except (NatsTimeout, asyncio.TimeoutError):
+                    break
+                for m in msgs:
+                    await m.ack()
+                await nc.flush()
+                n += len(msgs)
+            await nc.close()
+            return n
+
+        asyncio.run(fill())
+        t0 = time.perf_counter()
+        n = asyncio.run(alone())
+        ceiling = n / (time.perf_counter() - t0)
+        print(f"nats: nats-server + nats-py alone (fetch 1,000 + ack, no store): {n:,} messages -> {ceiling:,.0f} messages/s")
+
+        source = NatsSource(url, "BENCH", "bench.orders", "bench_step")
+        with EventStore(tmp / "nats.sqlite") as store:
+            t0 = time.perf_counter()
+            total = 0
+            while total < messages:
+                r = drain(store, "nats", NatsReader(source), max_messages=200_000, budget_seconds=60)
+                total += r.stored
+                if not r.consumed:
+                    break
+            dt = time.perf_counter() - t0
+            assert store.counts("nats")["events"] == messages, store.counts("nats")
+        rate = messages / dt
+        print(f"nats: drained {messages:,} messages in {dt:.2f} s (incl. the 1 s pull that ends a tick) -> {rate:,.0f} events/s "
+              f"({rate / ceiling:.2f} of the server alone; target 5,000: {rate / 5000:.2f}x)")
+        return rate
+    finally:
+        stop(server)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--txn", type=int, default=10)
     ap.add_argument("--messages", type=int, default=500, help="SQS: moto slows down with the queue's length (2,000 take minutes)")
     ap.add_argument("--mqtt", type=int, default=20_000, help="MQTT: messages queued for the step's session")
-    ap.add_argument("--only", choices=("postgres", "sqs", "mqtt"))
+    ap.add_argument("--nats", type=int, default=20_000, help="NATS: messages in the stream")
+    ap.add_argument("--only", choices=("postgres", "sqs", "mqtt", "nats"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-pull-") as d:
         if a.only in (None, "postgres"):
@@ -238,6 +311,8 @@ def main() -> None:
             bench_sqs(Path(d), a.messages)
         if a.only in (None, "mqtt"):
             bench_mqtt(Path(d), a.mqtt)
+        if a.only in (None, "nats"):
+            bench_nats(Path(d), a.nats)
 
 
 if __name__ == "__main__":

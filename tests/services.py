@@ -1,4 +1,4 @@
-"""Real trigger-side processes for the tests: a Tansu Kafka broker, mosquitto, `dagster-daemon run`, the webhook receiver.
+"""Real trigger-side processes for the tests: a Tansu Kafka broker, mosquitto, nats-server, `dagster-daemon run`, the webhook receiver.
 
 Each runs under the supervisor of ``tests/webserver.py`` (own process group,
 parent-death signal), so a crashed test leaves nothing running, and is
@@ -213,6 +213,51 @@ class Mosquitto(Supervised):
         finally:
             p.disconnect()
             p.loop_stop()
+
+
+class NatsServer(Supervised):
+    """Debian's nats-server with JetStream (file storage under ``tmp``) on a free port."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_port()
+        store = tmp / f"nats-{self.port}"
+        store.mkdir(parents=True, exist_ok=True)
+        super().__init__(["/usr/sbin/nats-server", "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(store)], tmp, dict(os.environ), tmp / f"nats-{self.port}.log")
+        self.url = f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        super().start()
+        wait_port(self.port, 20, self.alive)
+
+    def run(self, work: Callable[[Any], Any]) -> Any:
+        """``await work(js)`` on a fresh connection (JetStream context), closed after."""
+        import asyncio
+
+        import nats
+
+        async def go() -> Any:
+            nc = await nats.connect(self.url)
+            try:
+                return await work(nc.jetstream())
+            finally:
+                await nc.close()
+
+        return asyncio.run(go())
+
+    def add_stream(self, name: str, subjects: list[str]) -> None:
+        from nats.js.api import StorageType, StreamConfig
+
+        self.run(lambda js: js.add_stream(StreamConfig(name=name, subjects=subjects, storage=StorageType.FILE)))
+
+    def publish(self, subject: str, payloads: list[bytes]) -> None:
+        """``payloads`` on ``subject``, each confirmed by JetStream (PubAck) before this returns."""
+        import asyncio
+
+        async def send(js: Any) -> None:
+            for i in range(0, len(payloads), 500):
+                await asyncio.gather(*(js.publish(subject, p) for p in payloads[i : i + 500]))
+
+        self.run(send)
 
 
 class Receiver(Supervised):

@@ -16,9 +16,6 @@ publisher's ``event_id``, else a hash of topic and payload.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -34,7 +31,7 @@ from lineage_defs.parse import parse_header
 from lineage_defs.parse.model import Mqtt
 from lineage_defs.triggers.pull import SourceUnavailable, drain
 from services import Daemon, Mosquitto, wait_for
-from triggers_support import finished, runs, skip_reasons, stored, table_rows, write_steps
+from triggers_support import GOOD_REGIONS, check_landed_once, skip_reasons, stored, write_steps
 from webserver import free_port
 
 
@@ -171,7 +168,7 @@ def test_mqtt_messages_land_once_across_a_daemon_kill_and_malformed_ones_are_rej
     daemon = Daemon(tmp_path, pipelines, state, {"LINEAGE_MQTT_URL": broker.url})
     logs = daemon.log_tail
     n, m = 120, 80
-    good = [json.dumps({"region": ["eu", "us"][i % 2], "n": i}).encode() for i in range(n + m)]
+    good = [json.dumps({"region": GOOD_REGIONS[i % 2], "n": i}).encode() for i in range(n + m)]
     malformed = [b"not json at all", b'{"region": "eu", "n": NaN}', json.dumps({"region": "abc\n", "n": -1}).encode()]
     daemon.start()
     try:
@@ -195,35 +192,6 @@ def test_mqtt_messages_land_once_across_a_daemon_kill_and_malformed_ones_are_rej
         time.sleep(1)
         daemon.start()
         publisher.join()
-        wait_for(f"{n + m} rows", lambda: len(table_rows(state, ROWS)) >= n + m, 240, logs)
-        instance = daemon.instance()
-        wait_for("all runs finished", lambda: finished(instance), 120, logs)
-
-        rows = table_rows(state, ROWS, "region, n")
-        assert sorted(r[1] for r in rows) == list(range(n + m)), "every good message exactly once"
-        assert all(r[0] == ["eu", "us"][r[1] % 2] for r in rows)
-        assert len({r.tags["lineage/batch"] for r in runs(instance, **{"dagster/sensor_name": SENSOR})}) >= 2
-
-        # 2. the malformed messages are stored as rejected with their reasons and named in the skip reason
-        with EventStore(LineageSettings(state_dir=str(state)).events_store) as store:
-            count, rejected = store.rejected(STREAM, limit=10)
-            assert store.counts(STREAM)["events"] == n + m + 3
-        assert count == 3
-        reasons = sorted(r.reason for r in rejected)
-        assert any("not usable JSON" in r for r in reasons) and any("NaN is not JSON" in r for r in reasons), reasons
-        assert any('"abc\\n" holds characters' in r for r in reasons), reasons
-
-        def told() -> Any:
-            return next((r for r in skip_reasons(instance, SENSOR, 20) if "rejected" in r), None)
-
-        reason = wait_for("a skip reason naming the rejected messages", told, 60, logs)
-        assert "3 events rejected and will not run" in reason and reason.startswith("topic shop/+/orders: read ")
-        listing = subprocess.run(
-            [str(Path(sys.executable).parent / "lineage-defs"), "events", "--stream", STREAM],
-            capture_output=True, text=True, timeout=120,
-            env={**os.environ, "LINEAGE_STATE_DIR": str(state), "LINEAGE_PIPELINES_DIR": str(pipelines), "DAGSTER_HOME": str(daemon.home)},
-        )
-        assert listing.returncode == 0, listing.stderr
-        assert f"{n + m + 3} events stored, {n + m} batched, 3 rejected" in listing.stdout and "NaN is not JSON" in listing.stdout
+        check_landed_once(daemon, pipelines, state, rows_uri=ROWS, stream=STREAM, sensor=SENSOR, source="topic shop/+/orders", good=n + m, rejected=3)
     finally:
         daemon.stop()
