@@ -149,7 +149,7 @@ def _mosquitto(tmp: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
     conf = tmp / "mosquitto.conf"
     conf.write_text(
         f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location {data}/\n"
-        "max_queued_messages 1000000\nmax_inflight_messages 1000\n"
+        "max_queued_messages 1000000\nmax_inflight_messages 1000\nqueue_qos0_messages true\n"
     )
     return start(["/usr/sbin/mosquitto", "-c", str(conf)], dict(os.environ), tmp / "mosquitto.log"), port, data
 

@@ -180,7 +180,7 @@ class Mosquitto(Supervised):
         conf = tmp / f"mosquitto-{self.port}.conf"
         conf.write_text(
             f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location {data}/\n"
-            "max_queued_messages 200000\nmax_inflight_messages 1000\npersistent_client_expiration 1d\n"
+            "max_queued_messages 200000\nmax_inflight_messages 1000\nqueue_qos0_messages true\npersistent_client_expiration 1d\n"
             "log_dest stderr\nlog_type error\nlog_type warning\n"
         )
         super().__init__(["/usr/sbin/mosquitto", "-c", str(conf)], tmp, dict(os.environ), tmp / f"mosquitto-{self.port}.log")
@@ -196,8 +196,8 @@ class Mosquitto(Supervised):
         super().stop(grace)
         shutil.rmtree(self.data, ignore_errors=True)
 
-    def publish(self, topic: str, payloads: list[bytes], client_id: str = "") -> None:
-        """``payloads`` at QoS 1, each confirmed by the broker (PUBACK) before this returns."""
+    def publish(self, topic: str, payloads: list[bytes], client_id: str = "", qos: int = 1) -> None:
+        """``payloads`` at ``qos``; at QoS 1 each confirmed by the broker (PUBACK) before this returns."""
         import paho.mqtt.client as mqtt
 
         p = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
@@ -206,7 +206,7 @@ class Mosquitto(Supervised):
         p.connect("127.0.0.1", self.port)
         p.loop_start()
         try:
-            infos = [p.publish(topic, payload, qos=1) for payload in payloads]
+            infos = [p.publish(topic, payload, qos=qos) for payload in payloads]
             for info in infos:
                 info.wait_for_publish(30)
                 assert info.is_published(), f"the broker did not confirm a message to {topic}"

@@ -137,6 +137,13 @@ def test_a_chunk_stored_but_not_acknowledged_comes_back_once_and_is_ignored(brok
         got = drain(store, "m", MqttReader(source), max_messages=1000, budget_seconds=10)
         assert (got.consumed, got.stored) == (3, 2)
         assert store.counts("m")["events"] == 42
+        # a message published at QoS 0 arrives at QoS 0 and gets no PUBACK (one would be a protocol error that
+        # makes the broker drop the connection, and with it the PUBACKs of the QoS 1 messages after it)
+        broker.publish("redelivered/eu", [b'{"n": "qos0"}'], qos=0)
+        broker.publish("redelivered/eu", [json.dumps({"n": f"after-{i}"}).encode() for i in range(3)])
+        got = drain(store, "m", MqttReader(source), max_messages=1000, budget_seconds=10)
+        assert (got.consumed, got.stored) == (4, 4)
+        assert drain(store, "m", MqttReader(source), max_messages=1000, budget_seconds=10).consumed == 0, "every QoS 1 message was acknowledged"
 
 
 def test_an_unreachable_broker_is_a_skip_reason_naming_it(tmp_path: Path) -> None:
