@@ -165,7 +165,6 @@ class Mosquitto(Supervised):
     def __init__(self, tmp: Path) -> None:
         import pwd
         import shutil
-
         import tempfile
 
         self.port = free_port()
