@@ -68,6 +68,8 @@ ENV_PREFIXES = {
     "ducklake_data_paths": "LINEAGE_DUCKLAKE_DATA_PATH_",
     "kafka_bootstrap": "LINEAGE_KAFKA_BOOTSTRAP_",
     "sqs_endpoints": "LINEAGE_SQS_ENDPOINT_URL_",
+    "mqtt_urls": "LINEAGE_MQTT_URL_",
+    "nats_urls": "LINEAGE_NATS_URL_",
 }
 # May hold a password or key: never shown in the UI, logs or errors.
 SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key", "events_dsn", "celery_broker_url", "celery_backend_url")
@@ -113,6 +115,8 @@ class LineageSettings:
     kafka_bootstrap: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → host:port,…
     # connection (lower case; "default") → SQS endpoint URL; the default connection without one is AWS itself
     sqs_endpoints: Mapping[str, str] = field(default_factory=dict)
+    mqtt_urls: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → mqtt://host:port
+    nats_urls: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → nats://host:port[,…]
     cascade_interval: int = 15  # seconds between evaluations of the cascade
     # Seconds between ticks of the event sensors. Dagster's sensor daemon looks at sensors every 5 s: an
     # interval of exactly 5 falls just short on every other look (a tick every 10 s); 4 is every look.
@@ -165,6 +169,10 @@ class LineageSettings:
             values["kafka_bootstrap"]["default"] = e["LINEAGE_KAFKA_BOOTSTRAP"]
         if e.get("LINEAGE_SQS_ENDPOINT_URL"):
             values["sqs_endpoints"]["default"] = e["LINEAGE_SQS_ENDPOINT_URL"]
+        if e.get("LINEAGE_MQTT_URL"):
+            values["mqtt_urls"]["default"] = e["LINEAGE_MQTT_URL"]
+        if e.get("LINEAGE_NATS_URL"):
+            values["nats_urls"]["default"] = e["LINEAGE_NATS_URL"]
         interval = e.get("LINEAGE_SENSOR_INTERVAL")
         if interval:
             values["cascade_interval"] = values["event_interval"] = _positive_int(interval, "LINEAGE_SENSOR_INTERVAL")
@@ -302,6 +310,22 @@ class LineageSettings:
     @staticmethod
     def sqs_env(connection: str) -> str:
         return "LINEAGE_SQS_ENDPOINT_URL" + ("" if connection == "default" else f"_{connection.upper()}")
+
+    def mqtt_url(self, connection: str) -> str | None:
+        """``mqtt://host:port`` of an MQTT connection (``LINEAGE_MQTT_URL[_<CONNECTION>]``); None: not configured."""
+        return self.mqtt_urls.get(connection.lower())
+
+    @staticmethod
+    def mqtt_env(connection: str) -> str:
+        return "LINEAGE_MQTT_URL" + ("" if connection == "default" else f"_{connection.upper()}")
+
+    def nats_url(self, connection: str) -> str | None:
+        """``nats://host:port[,…]`` of a NATS connection (``LINEAGE_NATS_URL[_<CONNECTION>]``); None: not configured."""
+        return self.nats_urls.get(connection.lower())
+
+    @staticmethod
+    def nats_env(connection: str) -> str:
+        return "LINEAGE_NATS_URL" + ("" if connection == "default" else f"_{connection.upper()}")
 
 
 def _positive_int(text: str, name: str) -> int:

@@ -1,4 +1,4 @@
-"""Real trigger-side processes for the tests: a Tansu Kafka broker, `dagster-daemon run`, the webhook receiver.
+"""Real trigger-side processes for the tests: a Tansu Kafka broker, mosquitto, nats-server, `dagster-daemon run`, the webhook receiver.
 
 Each runs under the supervisor of ``tests/webserver.py`` (own process group,
 parent-death signal), so a crashed test leaves nothing running, and is
@@ -155,6 +155,108 @@ class Tansu(Supervised):
             p.poll(0)
         left = p.flush(60)
         assert left == 0, f"{left} messages not delivered to {topic}"
+
+
+class Mosquitto(Supervised):
+    """Debian's mosquitto on a free port, with a config of the limits a persistent consumer needs: the default
+    ``max_queued_messages 1000`` silently drops what an offline session is sent beyond it, and persistence in a
+    directory the broker's user can write (started as root it drops to user ``mosquitto``)."""
+
+    def __init__(self, tmp: Path) -> None:
+        import pwd
+        import shutil
+        import tempfile
+
+        self.port = free_port()
+        # straight under /tmp: pytest's tmp dirs are 0700, which the user mosquitto cannot even enter
+        data = self.data = Path(tempfile.mkdtemp(prefix="lineage-mosquitto-"))
+        if os.geteuid() == 0:
+            try:
+                pwd.getpwnam("mosquitto")
+                shutil.chown(data, "mosquitto", "mosquitto")
+            except KeyError:  # no such user: mosquitto keeps running as root
+                pass
+        conf = tmp / f"mosquitto-{self.port}.conf"
+        conf.write_text(
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location {data}/\n"
+            "max_queued_messages 200000\nmax_inflight_messages 1000\nqueue_qos0_messages true\npersistent_client_expiration 1d\n"
+            "log_dest stderr\nlog_type error\nlog_type warning\n"
+        )
+        super().__init__(["/usr/sbin/mosquitto", "-c", str(conf)], tmp, dict(os.environ), tmp / f"mosquitto-{self.port}.log")
+        self.url = f"mqtt://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        super().start()
+        wait_port(self.port, 20, self.alive)
+
+    def stop(self, grace: float = 3.0) -> None:
+        import shutil
+
+        super().stop(grace)
+        shutil.rmtree(self.data, ignore_errors=True)
+
+    def publish(self, topic: str, payloads: list[bytes], client_id: str = "", qos: int = 1) -> None:
+        """``payloads`` at ``qos``; at QoS 1 each confirmed by the broker (PUBACK) before this returns."""
+        import paho.mqtt.client as mqtt
+
+        p = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+        p.max_inflight_messages_set(1000)
+        p.max_queued_messages_set(0)
+        p.connect("127.0.0.1", self.port)
+        p.loop_start()
+        try:
+            infos = [p.publish(topic, payload, qos=qos) for payload in payloads]
+            for info in infos:
+                info.wait_for_publish(30)
+                assert info.is_published(), f"the broker did not confirm a message to {topic}"
+        finally:
+            p.disconnect()
+            p.loop_stop()
+
+
+class NatsServer(Supervised):
+    """Debian's nats-server with JetStream (file storage under ``tmp``) on a free port."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_port()
+        store = tmp / f"nats-{self.port}"
+        store.mkdir(parents=True, exist_ok=True)
+        super().__init__(["/usr/sbin/nats-server", "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(store)], tmp, dict(os.environ), tmp / f"nats-{self.port}.log")
+        self.url = f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        super().start()
+        wait_port(self.port, 20, self.alive)
+
+    def run(self, work: Callable[[Any], Any]) -> Any:
+        """``await work(js)`` on a fresh connection (JetStream context), closed after."""
+        import asyncio
+
+        import nats
+
+        async def go() -> Any:
+            nc = await nats.connect(self.url)
+            try:
+                return await work(nc.jetstream())
+            finally:
+                await nc.close()
+
+        return asyncio.run(go())
+
+    def add_stream(self, name: str, subjects: list[str]) -> None:
+        from nats.js.api import StorageType, StreamConfig
+
+        self.run(lambda js: js.add_stream(StreamConfig(name=name, subjects=subjects, storage=StorageType.FILE)))
+
+    def publish(self, subject: str, payloads: list[bytes]) -> None:
+        """``payloads`` on ``subject``, each confirmed by JetStream (PubAck) before this returns."""
+        import asyncio
+
+        async def send(js: Any) -> None:
+            for i in range(0, len(payloads), 500):
+                await asyncio.gather(*(js.publish(subject, p) for p in payloads[i : i + 500]))
+
+        self.run(send)
 
 
 class Receiver(Supervised):

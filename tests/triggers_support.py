@@ -107,3 +107,48 @@ def skip_reasons(instance: Any, sensor: str, limit: int = 5) -> list[str]:
         return []
     ticks = instance.get_ticks(states[0].instigator_origin_id, states[0].selector_id, limit=limit)
     return [t.skip_reason for t in ticks if t.skip_reason]
+
+
+GOOD_REGIONS = ("eu", "us")
+
+
+def check_landed_once(daemon: Any, pipelines: Path, state: Path, *, rows_uri: str, stream: str, sensor: str, source: str, good: int, rejected: int) -> Any:
+    """What every pull source's daemon-kill end-to-end test asserts once the source was drained: each of the ``good``
+    messages (``{"region": GOOD_REGIONS[n % 2], "n": n}`` for n < good) exactly once in ``rows_uri``, in at least two
+    batches; the ``rejected`` malformed ones (not JSON, NaN, an unsafe key) stored with their reasons, named in the
+    sensor's skip reason (which starts with ``source``) and listed by `lineage-defs events`. Returns the instance."""
+    import subprocess
+    import sys
+
+    from services import wait_for
+
+    logs = daemon.log_tail
+    wait_for(f"{good} rows", lambda: len(table_rows(state, rows_uri)) >= good, 240, logs)
+    instance = daemon.instance()
+    wait_for("all runs finished", lambda: finished(instance), 120, logs)
+    rows = table_rows(state, rows_uri, "region, n")
+    assert sorted(r[1] for r in rows) == list(range(good)), "every good message exactly once"
+    assert all(r[0] == GOOD_REGIONS[r[1] % 2] for r in rows)
+    assert len({r.tags["lineage/batch"] for r in runs(instance, **{"dagster/sensor_name": sensor})}) >= 2
+
+    with EventStore(LineageSettings(state_dir=str(state)).events_store) as store:
+        count, latest = store.rejected(stream, limit=10)
+        assert store.counts(stream)["events"] == good + rejected
+    assert count == rejected
+    reasons = sorted(r.reason for r in latest)
+    assert any("not usable JSON" in r for r in reasons) and any("NaN is not JSON" in r for r in reasons), reasons
+    assert any('"abc\\n" holds characters' in r for r in reasons), reasons
+
+    def told() -> Any:
+        return next((r for r in skip_reasons(instance, sensor, 20) if "rejected" in r), None)
+
+    reason = wait_for("a skip reason naming the rejected messages", told, 60, logs)
+    assert f"{rejected} events rejected and will not run" in reason and reason.startswith(f"{source}: read "), reason
+    listing = subprocess.run(
+        [str(Path(sys.executable).parent / "lineage-defs"), "events", "--stream", stream],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "LINEAGE_STATE_DIR": str(state), "LINEAGE_PIPELINES_DIR": str(pipelines), "DAGSTER_HOME": str(daemon.home)},
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert f"{good + rejected} events stored, {good} batched, {rejected} rejected" in listing.stdout and "NaN is not JSON" in listing.stdout
+    return instance

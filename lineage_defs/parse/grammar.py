@@ -36,6 +36,8 @@ from lineage_defs.parse.model import (
     Freshness,
     Header,
     Kafka,
+    Mqtt,
+    Nats,
     Postgres,
     Sqs,
     Language,
@@ -73,7 +75,7 @@ def _macros(ln: _Line, args: list[Token]) -> None:
 
 def _on(ln: _Line, args: list[Token]) -> None:
     if not args:
-        ln.error(None, "'on' needs an asset URI, 'schedule', 'kafka', 'sqs', 'postgres' or 'webhook'", "write e.g. on ducklake://main/orders")
+        ln.error(None, "'on' needs an asset URI, 'schedule', 'kafka', 'sqs', 'postgres', 'mqtt', 'nats' or 'webhook'", "write e.g. on ducklake://main/orders")
         return
     head, rest = args[0], args[1:]
     if head.text == "schedule":
@@ -105,13 +107,27 @@ def _on(ln: _Line, args: list[Token]) -> None:
             return
         events = o.get("events") or ("insert", "update", "delete")
         ln.b.add("events", Postgres(str(o["table"]), str(o.get("connection", "default")), events, o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
+    elif head.text == "mqtt":
+        o = _source_options(ln, rest, "mqtt", "topic", "shop/orders (a topic filter: + for one level, # for the rest)", {"topic": ln.mqtt_topic, "connection": ln.connection})
+        if o is None:
+            return
+        ln.b.add("events", Mqtt(str(o["topic"]), str(o.get("connection", "default")), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
+    elif head.text == "nats":
+        example = "orders.created stream=ORDERS"
+        o = _source_options(ln, rest, "nats", "subject", example, {"subject": ln.nats_subject, "stream": ln.nats_stream, "connection": ln.connection})
+        if o is None:
+            return
+        if "stream" not in o:
+            ln.error(None, "'on nats' needs stream= (the JetStream stream holding the subject)", f"write on nats subject={o['subject']} stream=ORDERS")
+            return
+        ln.b.add("events", Nats(str(o["subject"]), str(o["stream"]), str(o.get("connection", "default")), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
     elif head.text == "webhook":
         o = ln.options(rest, {"name": ln.hook_name, "partition_from": ln.partition_from}, what="on webhook")
         if o is not None:
             ln.b.add("events", Webhook(o.get("name"), o.get("partition_from"), ln.loc()))  # type: ignore[arg-type]
     else:
         if head.key is not None or "://" not in head.text:
-            guess = did_you_mean(head.text, ("schedule", "kafka", "sqs", "postgres", "webhook"))
+            guess = did_you_mean(head.text, ("schedule", "kafka", "sqs", "postgres", "mqtt", "nats", "webhook"))
             if guess:
                 ln.error(head, f"unknown trigger '{head.text}'", f"did you mean '{guess}'?")
                 return

@@ -180,6 +180,36 @@ class _Line:
         self.error(_value_at(t), f"bad SQS queue '{v}'", f"write a queue name of letters, digits, - and _ (e.g. queue={fixed}) or the queue's https:// URL")
         return None
 
+    def mqtt_topic(self, t: Token) -> str | None:
+        """An MQTT topic filter: ``+`` only as a whole level, ``#`` only as the whole last level (MQTT 3.1.1/5 §4.7)."""
+        v = t.value
+        levels = v.split("/")
+        if v and all(lv in ("+", "#") or not ("+" in lv or "#" in lv) for lv in levels) and "#" not in levels[:-1]:
+            return v
+        fixed = "/".join("+" if "+" in lv else ("#" if "#" in lv else lv) for lv in levels)
+        fixed = fixed.split("#", 1)[0] + "#" if "#" in fixed else fixed
+        self.error(_value_at(t), f"bad MQTT topic filter '{v}'", f"'+' stands for one whole level and '#' only for the whole last one, e.g. topic={fixed or 'shop/orders'}")
+        return None
+
+    def nats_subject(self, t: Token) -> str | None:
+        """A NATS subject: tokens split by ``.``, ``*`` only as a whole token, ``>`` only as the whole last one."""
+        v = t.value
+        tokens = v.split(".")
+        if all(tk and (tk in ("*", ">") or not ("*" in tk or ">" in tk)) for tk in tokens) and ">" not in tokens[:-1]:
+            return v
+        fixed = ".".join("*" if "*" in tk else (">" if ">" in tk else tk) for tk in tokens if tk)
+        fixed = fixed.split(">", 1)[0] + ">" if ">" in fixed else fixed
+        self.error(_value_at(t), f"bad NATS subject '{v}'", f"write tokens split by '.', '*' for one whole token and '>' only for the whole last one, e.g. subject={fixed or 'orders.created'}")
+        return None
+
+    def nats_stream(self, t: Token) -> str | None:
+        """A JetStream stream name (no '.', '*', '>', '/' or spaces: letters, digits, - and _)."""
+        if _NATS_STREAM.fullmatch(t.value):
+            return t.value
+        fixed = re.sub(r"[^A-Za-z0-9_-]", "_", t.value) or "ORDERS"
+        self.error(_value_at(t), f"bad JetStream stream name '{t.value}'", f"use letters, digits, - and _ only, e.g. stream={fixed}")
+        return None
+
     def pg_table(self, t: Token) -> str | None:
         """``<schema>.<table>``: plain lower-case identifiers (what PostgreSQL folds an unquoted name to)."""
         if _PG_TABLE.fullmatch(t.value):
@@ -217,6 +247,7 @@ class _Line:
 _HOOK_NAME = re.compile(r"[a-z0-9_]+")
 _SQS_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 _CONNECTION = re.compile(r"[A-Za-z0-9_]+")
+_NATS_STREAM = re.compile(r"[A-Za-z0-9_-]{1,255}")
 _PG_TABLE = re.compile(r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*")
 
 

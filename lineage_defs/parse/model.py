@@ -113,9 +113,32 @@ class Postgres:
     at: Location
 
 
+@dataclass(frozen=True)
+class Mqtt:
+    """``on mqtt topic=<filter> [connection=…]``."""
+
+    topic: str  # a topic filter: levels split by /, + for one whole level, # as the last
+    connection: str
+    partition_from: str | None
+    max_batch: int | None
+    at: Location
+
+
+@dataclass(frozen=True)
+class Nats:
+    """``on nats subject=<subject> stream=<stream> [connection=…]``."""
+
+    subject: str  # tokens split by ., * for one whole token, > as the last
+    stream: str  # the JetStream stream holding the subject
+    connection: str
+    partition_from: str | None
+    max_batch: int | None
+    at: Location
+
+
 # The event triggers (SPEC section 6): each kind a type of its own, built into sensors by
 # the table in ``lineage_defs.triggers``.
-EventTrigger = Kafka | Webhook | Sqs | Postgres
+EventTrigger = Kafka | Webhook | Sqs | Postgres | Mqtt | Nats
 
 
 class PartitionKind(StrEnum):

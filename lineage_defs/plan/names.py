@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from lineage_defs.parse.model import EventTrigger, Kafka, Postgres, Sqs, Webhook
+from lineage_defs.parse.model import EventTrigger, Kafka, Mqtt, Nats, Postgres, Sqs, Webhook
 
 
 def op_name(pipeline: str, rel: str, names: set[str]) -> str:
@@ -56,12 +56,24 @@ def postgres_stream(step_name: str, table: str) -> str:
     return f"postgres:{step_name}:{table}"
 
 
+def mqtt_stream(step_name: str, topic: str) -> str:
+    """The event store's stream of one step's MQTT topic filter."""
+    return f"mqtt:{step_name}:{topic}"
+
+
+def nats_stream(step_name: str, stream: str, subject: str) -> str:
+    """The event store's stream of one step's NATS subject in a JetStream stream."""
+    return f"nats:{step_name}:{stream}:{subject}"
+
+
 # Each event trigger kind names its stream in the event store.
 _STREAMS: dict[type, Callable[[str, Any], str]] = {
     Kafka: lambda step, t: kafka_stream(step, t.topic),
     Webhook: lambda step, t: webhook_stream(hook_name(step, t.name)),
     Sqs: lambda step, t: sqs_stream(step, t.queue_name),
     Postgres: lambda step, t: postgres_stream(step, t.table),
+    Mqtt: lambda step, t: mqtt_stream(step, t.topic),
+    Nats: lambda step, t: nats_stream(step, t.stream, t.subject),
 }
 
 
