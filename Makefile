@@ -5,7 +5,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 3000
 KAFKA_PORT   ?= 9092
 WEBHOOK_PORT ?= 8787
-EXTRAS ?= postgres,s3,dbt,kafka,sqs,demo,dev
+EXTRAS ?= postgres,s3,dbt,kafka,sqs,email,demo,dev
 
 export LINEAGE_PIPELINES_DIR ?= $(CURDIR)/examples/pipelines
 export LINEAGE_STATE_DIR     ?= $(CURDIR)/.lineage

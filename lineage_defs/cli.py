@@ -1,4 +1,4 @@
-"""``lineage-defs``: check, graph, new, changed, backfill, webhooks serve, events, demo."""
+"""``lineage-defs``: check, graph, new, changed, backfill, webhooks serve, email serve, events, demo."""
 
 from __future__ import annotations
 
@@ -191,6 +191,17 @@ def cmd_webhooks_serve(args: argparse.Namespace) -> int:
         return 1
 
 
+def cmd_email_serve(args: argparse.Namespace) -> int:
+    from lineage_defs.errors import LineageDefsError
+    from lineage_defs.triggers.email.serve import serve
+
+    try:
+        return serve(args.host, args.port, os.environ, args.folder)
+    except LineageDefsError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+
+
 def cmd_demo_up(args: argparse.Namespace) -> int:
     from lineage_defs.demo.up import Options, run
 
@@ -286,6 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     ws.add_argument("--port", type=int, default=8787)
     ws.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
     ws.set_defaults(fn=cmd_webhooks_serve)
+    em = sub.add_parser("email", help="the e-mail receiver")
+    emsub = em.add_subparsers(dest="email_command", required=True)
+    es = emsub.add_parser("serve", help="receive mail (SMTP) for the folder's `on email` mailboxes")
+    es.add_argument("--host", default="127.0.0.1")
+    es.add_argument("--port", type=int, default=2525)
+    es.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    es.set_defaults(fn=cmd_email_serve)
     d = sub.add_parser("demo", help="the example with every trigger live (make demo)")
     dsub = d.add_subparsers(dest="demo_command", required=True)
     du = dsub.add_parser("up", help="start the UI and daemon, a Kafka broker and the webhook receiver; Ctrl-C stops them all")

@@ -58,6 +58,7 @@ ENV_VARS = {
     "openlineage_namespace": "OPENLINEAGE_NAMESPACE",
     "openlineage_timeout": "LINEAGE_OPENLINEAGE_TIMEOUT",
     "events_dsn": "LINEAGE_EVENTS_DSN",
+    "email_max_bytes": "LINEAGE_EMAIL_MAX_BYTES",
 }
 # Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
 ENV_PREFIXES = {
@@ -111,6 +112,8 @@ class LineageSettings:
     kafka_bootstrap: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → host:port,…
     # connection (lower case; "default") → SQS endpoint URL; the default connection without one is AWS itself
     sqs_endpoints: Mapping[str, str] = field(default_factory=dict)
+    # the e-mail receiver refuses a larger message with 552 (SMTP SIZE); 10 MiB: a mail with a few attachments
+    email_max_bytes: int = 10 * 1024 * 1024
     cascade_interval: int = 15  # seconds between evaluations of the cascade
     # Seconds between ticks of the event sensors. Dagster's sensor daemon looks at sensors every 5 s: an
     # interval of exactly 5 falls just short on every other look (a tick every 10 s); 4 is every look.
@@ -165,6 +168,8 @@ class LineageSettings:
         for f, var in (("batch_attempts", "LINEAGE_BATCH_ATTEMPTS"), ("batch_backoff", "LINEAGE_BATCH_BACKOFF")):
             if e.get(var):
                 values[f] = _positive_int(e[var], var)
+        if "email_max_bytes" in values:
+            values["email_max_bytes"] = _positive_int(values["email_max_bytes"], "LINEAGE_EMAIL_MAX_BYTES")
         if e.get("LINEAGE_BATCH_RETRIES"):
             values["batch_retries"] = _count(e["LINEAGE_BATCH_RETRIES"], "LINEAGE_BATCH_RETRIES")
         if "on_invalid" in values:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from lineage_defs.parse.model import EventTrigger, Kafka, Postgres, Sqs, Webhook
+from lineage_defs.parse.model import Email, EventTrigger, Kafka, Postgres, Sqs, Webhook
 
 
 def op_name(pipeline: str, rel: str, names: set[str]) -> str:
@@ -56,12 +56,18 @@ def postgres_stream(step_name: str, table: str) -> str:
     return f"postgres:{step_name}:{table}"
 
 
+def email_stream(mailbox: str) -> str:
+    """The event store's stream of one mailbox (one step reads it: mailboxes are unique in a project)."""
+    return f"email:{mailbox}"
+
+
 # Each event trigger kind names its stream in the event store.
 _STREAMS: dict[type, Callable[[str, Any], str]] = {
     Kafka: lambda step, t: kafka_stream(step, t.topic),
     Webhook: lambda step, t: webhook_stream(hook_name(step, t.name)),
     Sqs: lambda step, t: sqs_stream(step, t.queue_name),
     Postgres: lambda step, t: postgres_stream(step, t.table),
+    Email: lambda step, t: email_stream(t.name),
 }
 
 
