@@ -9,10 +9,29 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lineage_defs.events.store import EventStore, NewEvent
+from lineage_defs.plan.spec import ScriptStep
+
+
+def partition_rule(step: ScriptStep, partition_from: str | None) -> tuple[str | None, Callable[[str], str] | None]:
+    """A receiver's ``partition_from=`` (as written, or what the step's partitioning implies) and raw value →
+    partition key (raises PartitionValueError); (…, None) when the step takes no partition."""
+    from lineage_defs.assets.partitions import partitions_def
+    from lineage_defs.triggers.keys import default_source, partition_key
+
+    pdef = partitions_def(step.partitioning, step.name, live=True)
+    source = default_source(step.partitioning, partition_from)
+    if pdef is None or source is None:
+        return source, None
+
+    def to_key(raw: str) -> str:
+        return partition_key(raw, pdef)
+
+    return source, to_key
 
 
 class GroupWriter:

@@ -8,9 +8,7 @@ event store) and ``LINEAGE_EMAIL_MAX_BYTES`` (``settings.email_max_bytes``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from lineage_defs.assets.partitions import partitions_def
 from lineage_defs.errors import ProjectErrors
 from lineage_defs.plan.graph import mailboxes
 from lineage_defs.plan.names import email_stream
@@ -18,19 +16,14 @@ from lineage_defs.plan.project import load_project
 from lineage_defs.plan.spec import Project
 from lineage_defs.settings import LineageSettings
 from lineage_defs.triggers.email.receiver import Mailbox, serve_forever
-from lineage_defs.triggers.keys import default_source, partition_key
+from lineage_defs.triggers.push import partition_rule
 
 
 def build_mailboxes(project: Project) -> dict[str, Mailbox]:
     """Every `on email` line of the project as a Mailbox with its partition rule."""
     out: dict[str, Mailbox] = {}
     for name, step, m in mailboxes(project.steps):
-        pdef = partitions_def(step.partitioning, step.name, live=True)
-        source = default_source(step.partitioning, m.partition_from)
-        to_key = None
-        if pdef is not None and source is not None:
-            def to_key(raw: str, pdef: Any = pdef) -> str:
-                return partition_key(raw, pdef)
+        source, to_key = partition_rule(step, m.partition_from)
         out[name] = Mailbox(name=name, stream=email_stream(name), step_path=step.path, partition_from=source, partition_key=to_key)
     return out
 
