@@ -221,7 +221,7 @@ class Demo:
             f"\ndemo: ready in {time.monotonic() - t0:.0f} s — UI {url}\n"
             + (f"  Kafka: lineage-defs demo send kafka      (topic {', '.join(sorted({t for ts in topics.values() for t in ts}))})\n" if topics else "")
             + (f"  webhooks: lineage-defs demo send webhook (POST {webhooks_url}/hooks/{hooks[0]})\n" if hooks else "")
-            + (f"  e-mail: send mail to {boxes[0]}@example.org through {email_url} (any SMTP client, e.g. Python's smtplib)\n" if boxes else "")
+            + (f"  e-mail: lineage-defs demo send email   (mail to {boxes[0]}@… at {email_url})\n" if boxes else "")
             + "  stop: Ctrl-C here, or make demo-stop\n",
             flush=True,
         )
