@@ -5,7 +5,8 @@ HOST   ?= 127.0.0.1
 PORT   ?= 3000
 KAFKA_PORT   ?= 9092
 WEBHOOK_PORT ?= 8787
-EXTRAS ?= postgres,s3,dbt,kafka,sqs,mqtt,nats,celery,demo,dev
+EMAIL_PORT   ?= 2525
+EXTRAS ?= postgres,s3,dbt,kafka,sqs,mqtt,nats,email,celery,demo,dev
 
 export LINEAGE_PIPELINES_DIR ?= $(CURDIR)/examples/pipelines
 export LINEAGE_STATE_DIR     ?= $(CURDIR)/.lineage
@@ -28,11 +29,11 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The UI with its daemon (`dagster dev -w workspace.yaml`), a Kafka broker with the example's
-# topic and the webhook receiver, started and stopped together: Ctrl-C, or `make demo-stop`.
+# topic and the webhook and e-mail receivers, started and stopped together: Ctrl-C, or `make demo-stop`.
 # the example's hand-written assets, merged into its code location (examples/python_assets.py)
 demo: export LINEAGE_DEFINITIONS ?= $(CURDIR)/examples/python_assets.py
 demo: install
-	$(VENV)/bin/lineage-defs demo up --host $(HOST) --port $(PORT) --kafka-port $(KAFKA_PORT) --webhook-port $(WEBHOOK_PORT)
+	$(VENV)/bin/lineage-defs demo up --host $(HOST) --port $(PORT) --kafka-port $(KAFKA_PORT) --webhook-port $(WEBHOOK_PORT) --email-port $(EMAIL_PORT)
 
 demo-stop:
 	$(VENV)/bin/lineage-defs demo stop

@@ -1,6 +1,6 @@
-"""Event benchmark: Kafka messages from the broker to committed rows, and durable webhook requests per second.
+"""Event benchmark: Kafka messages from the broker to committed rows; durable webhook requests and e-mails per second.
 
-    .venv/bin/python bench/events.py [--messages 200000] [--max-batch 50000] [--requests 20000] [--clients 64]
+    .venv/bin/python bench/events.py [--messages 200000] [--max-batch 50000] [--requests 20000] [--clients 64] [--mails 2000] [--mail-clients 4]
 
 Kafka (a Tansu broker on 127.0.0.1, memory storage): --messages small JSON
 messages are produced (not timed), then drained the way the Kafka sensor
@@ -14,6 +14,19 @@ Webhooks (`lineage-defs webhooks serve`, a separate process): --clients
 concurrent keep-alive connections POST --requests signed JSON bodies; every
 202 is committed to the event store with synchronous=FULL before it is sent.
 Prints accepted requests/s and p50/p99 latency. Target: >= 1,000 req/s.
+
+E-mail (`lineage-defs email serve`, a separate process): --mail-clients smtplib
+client *processes* (client-side message building takes the GIL, so threads
+would measure the clients) send --mails prebuilt ~1 KB mails with a CSV
+attachment, 100 per connection; every 250 is parsed and committed first.
+Prints accepted mails/s against the peer: aiosmtpd itself with a handler that
+stores nothing (its ceiling on this machine, measured in the same run).
+
+Push sources drained (webhook, e-mail): what each kind's sensor and runs do
+with what its receiver stored — batches cut, each read back from the store
+and appended to a DuckLake table with the batch in the ledger. Prints
+events/s per kind, against the peer: Kafka's store → rows above (the same
+run path; the pull kinds' broker → store figures are bench/pull_sources.py's).
 
 End to end (--e2e: `.venv/bin/python bench/events.py --e2e [--rate 20 --seconds 60 --backlog 100000]`):
 the real `dagster-daemon` on the embedded default's `dagster_home/dagster.yaml`,
@@ -38,6 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 KAFKA_TARGET = 20_000
@@ -96,8 +110,6 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
     from lineage_defs.events.store import EventStore
     from lineage_defs.plan.names import kafka_stream
     from lineage_defs.plan.project import load_project
-    from lineage_defs.run.events import load_batch
-    from lineage_defs.run.sql_step import StepRunner
     from lineage_defs.settings import LineageSettings
     from lineage_defs.triggers.kafka.drain import KafkaSource, drain
 
@@ -145,14 +157,7 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
 
         # 2. event store → committed rows (what the runs do, one run per batch)
         t0 = time.perf_counter()
-        rows = 0
-        for b in batches:
-            batch = load_batch(settings, step, b.id)
-            with StepRunner(settings, step, batch=batch) as runner:
-                r = runner.run(None)
-                if r.error:
-                    raise r.error
-                rows += r.rows or 0
+        rows = write_batches(settings, step, batches)
         written = time.perf_counter() - t0
         assert rows == messages, f"wrote {rows} rows of {messages}"
         total = drained + written
@@ -160,9 +165,45 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
         print(f"kafka: broker → store {messages / drained:,.0f} msgs/s ({drained:.2f} s); store → rows {messages / written:,.0f} msgs/s "
               f"({written:.2f} s, {len(batches)} batches of ≤{max_batch:,})")
         print(f"kafka: broker → committed rows {rate:,.0f} msgs/s end to end — target {KAFKA_TARGET:,}: {rate / KAFKA_TARGET:.2f}×")
-        return rate
+        return messages / written
     finally:
         stop(broker)
+
+
+def write_batches(settings: Any, step: Any, batches: list[Any]) -> int:
+    """Each batch read back from the store and written by the step, as its run does; the rows written."""
+    from lineage_defs.run.events import load_batch
+    from lineage_defs.run.sql_step import StepRunner
+
+    rows = 0
+    for b in batches:
+        batch = load_batch(settings, step, b.id)
+        with StepRunner(settings, step, batch=batch) as runner:
+            r = runner.run(None)
+            if r.error:
+                raise r.error
+            rows += r.rows or 0
+    return rows
+
+
+def drain_push(kind: str, pipes: Path, state: Path, stream: str, expected: int, max_batch: int, peer: float) -> float:
+    """A push source's stored events → batches → committed rows; events/s, printed against Kafka's store → rows."""
+    from lineage_defs.events.store import EventStore
+    from lineage_defs.plan.project import load_project
+    from lineage_defs.settings import LineageSettings
+
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(pipes))
+    step = load_project(pipes, settings).scripts[0]
+    t0 = time.perf_counter()
+    with EventStore(settings.events_store) as store:
+        batches = store.cut_batches(stream, max_batch)
+    rows = write_batches(settings, step, batches)
+    took = time.perf_counter() - t0
+    assert rows == expected, f"{kind}: wrote {rows} rows of {expected} stored"
+    rate = rows / took
+    print(f"{kind}: store → committed rows {rate:,.0f} events/s drained ({took:.2f} s, {len(batches)} batches of ≤{max_batch:,})"
+          + (f" — peer kafka store → rows {peer:,.0f}/s: {rate / peer:.2f}×" if peer else ""))
+    return rate
 
 
 async def _client(port: int, bodies: list[tuple[bytes, dict[str, str]]], latencies: list[float], statuses: dict[int, int]) -> None:
@@ -192,7 +233,7 @@ async def _client(port: int, bodies: list[tuple[bytes, dict[str, str]]], latenci
         writer.close()
 
 
-def bench_webhooks(tmp: Path, requests: int, clients: int) -> float:
+def bench_webhooks(tmp: Path, requests: int, clients: int, max_batch: int, peer: float) -> float:
     pipes = tmp / "hook-pipes"
     (pipes / "bench").mkdir(parents=True)
     (pipes / "bench" / "hooks.sql").write_text(HOOK)
@@ -223,14 +264,112 @@ def bench_webhooks(tmp: Path, requests: int, clients: int) -> float:
             stored = store.counts("webhook:bench")["events"]
         assert statuses == {202: requests}, statuses
         assert stored == requests, f"{stored} stored of {requests} accepted"
+        stop(server)
         latencies.sort()
         rate = requests / took
         p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
         print(f"webhooks: {requests:,} requests from {clients} concurrent clients, each committed (synchronous=FULL) before its 202")
         print(f"webhooks: {rate:,.0f} accepted req/s, p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms — target {WEBHOOK_TARGET:,}: {rate / WEBHOOK_TARGET:.2f}×")
+        drain_push("webhooks", pipes, state, "webhook:bench", requests, max_batch, peer)
         return rate
     finally:
         stop(server)
+
+
+MAIL = """-- pipeline
+-- on email name=bench
+-- materialize ducklake://main/bench_mail append
+SELECT json_extract_string(value, '$.subject') AS subject, json_array_length(json_extract(value, '$.attachments')) AS attachments
+FROM _events
+"""
+
+
+def _mail(i: int) -> bytes:
+    from email.message import EmailMessage
+
+    m = EmailMessage()
+    m["From"], m["To"], m["Subject"] = "sensor@example.org", "bench@lineage.local", f"run {i}"
+    m["Message-ID"] = f"<bench-{i}@example.org>"
+    m["Date"] = "Tue, 01 Dec 2026 10:00:00 +0000"
+    m.set_content(f"hello {i}\n")
+    m.add_attachment(b"a,b\n1,2\n" * 10, maintype="text", subtype="csv", filename=f"data{i}.csv")
+    return m.as_bytes(policy=m.policy.clone(linesep="\r\n"))
+
+
+def _send_mails(args: tuple[int, list[int]]) -> tuple[float, float]:
+    """One client process: build its mails first (not timed), then send them, 100 per connection."""
+    import smtplib
+
+    port, ids = args
+    mails = [_mail(i) for i in ids]
+    t0 = time.perf_counter()
+    for k in range(0, len(mails), 100):
+        with smtplib.SMTP("127.0.0.1", port, timeout=60) as s:
+            for raw in mails[k : k + 100]:
+                s.sendmail("sensor@example.org", ["bench@lineage.local"], raw)
+    return t0, time.perf_counter()
+
+
+def _noop_smtp(port: int) -> None:
+    """The peer: aiosmtpd answering 250 to every mail without parsing or storing it (a process of its own)."""
+    from aiosmtpd.smtp import SMTP
+
+    class Noop:
+        async def handle_DATA(self, server: object, session: object, envelope: object) -> str:
+            return "250 OK"
+
+    async def serve() -> None:
+        server = await asyncio.get_running_loop().create_server(lambda: SMTP(Noop(), hostname="bench"), "127.0.0.1", port, backlog=512)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+def _blast(port: int, mails: int, clients: int) -> float:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(clients, mp_context=multiprocessing.get_context("fork")) as pool:
+        spans = list(pool.map(_send_mails, [(port, list(range(c, mails, clients))) for c in range(clients)]))
+    return mails / (max(b for _, b in spans) - min(a for a, _ in spans))
+
+
+def bench_email(tmp: Path, mails: int, clients: int, max_batch: int, peer: float) -> float:
+    import multiprocessing
+
+    pipes = tmp / "mail-pipes"
+    (pipes / "bench").mkdir(parents=True)
+    (pipes / "bench" / "mail.sql").write_text(MAIL)
+    state = tmp / "mail-state"
+    # the peer first: aiosmtpd's own ceiling with these clients on this machine
+    port = free_port()
+    noop = multiprocessing.get_context("fork").Process(target=_noop_smtp, args=(port,), daemon=True)
+    noop.start()
+    try:
+        wait_port(port)
+        ceiling = _blast(port, mails, clients)
+    finally:
+        noop.kill()
+        noop.join()
+    port = free_port()
+    env = {**os.environ, "LINEAGE_PIPELINES_DIR": str(pipes), "LINEAGE_STATE_DIR": str(state)}
+    server = start([str(Path(sys.executable).parent / "lineage-defs"), "email", "serve", "--port", str(port)], env, tmp / "email.log")
+    try:
+        wait_port(port)
+        rate = _blast(port, mails, clients)
+        from lineage_defs.events.store import EventStore
+        from lineage_defs.settings import LineageSettings
+
+        with EventStore(LineageSettings(state_dir=str(state)).events_store) as store:
+            counts = store.counts("email:bench")
+        assert counts["events"] == mails and counts["rejected"] == 0, counts
+    finally:
+        stop(server)
+    print(f"email: {mails:,} mails (~1 KB, a CSV attachment) from {clients} smtplib client processes, each parsed and committed (synchronous=FULL) before its 250")
+    print(f"email: {rate:,.0f} accepted mails/s — peer aiosmtpd storing nothing {ceiling:,.0f} mails/s: {rate / ceiling:.2f}×")
+    drain_push("email", pipes, state, "email:bench", mails, max_batch, peer)
+    return rate
 
 
 E2E_STEP = """-- pipeline
@@ -391,6 +530,8 @@ def main() -> None:
     ap.add_argument("--max-batch", type=int, default=50_000)
     ap.add_argument("--requests", type=int, default=20_000)
     ap.add_argument("--clients", type=int, default=64)
+    ap.add_argument("--mails", type=int, default=2_000)
+    ap.add_argument("--mail-clients", type=int, default=4, help="smtplib client processes")
     ap.add_argument("--e2e", action="store_true", help="only the end-to-end mode through the real dagster-daemon")
     ap.add_argument("--rate", type=int, default=20, help="e2e: messages per second of the latency trickle")
     ap.add_argument("--seconds", type=int, default=60, help="e2e: how long the trickle lasts")
@@ -407,8 +548,9 @@ def main() -> None:
         if args.e2e:
             bench_e2e(Path(d), args.rate, args.seconds, args.backlog, args.e2e_max_batch)
             return
-        bench_kafka(Path(d), args.messages, args.max_batch)
-        bench_webhooks(Path(d), args.requests, args.clients)
+        kafka_rows = bench_kafka(Path(d), args.messages, args.max_batch)
+        bench_webhooks(Path(d), args.requests, args.clients, args.max_batch, kafka_rows)
+        bench_email(Path(d), args.mails, args.mail_clients, args.max_batch, kafka_rows)
 
 
 if __name__ == "__main__":

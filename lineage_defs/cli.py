@@ -1,4 +1,4 @@
-"""``lineage-defs``: check, graph, new, changed, backfill, webhooks serve, events, demo."""
+"""``lineage-defs``: check, graph, new, changed, backfill, webhooks serve, email serve, events, demo."""
 
 from __future__ import annotations
 
@@ -191,10 +191,21 @@ def cmd_webhooks_serve(args: argparse.Namespace) -> int:
         return 1
 
 
+def cmd_email_serve(args: argparse.Namespace) -> int:
+    from lineage_defs.errors import LineageDefsError
+    from lineage_defs.triggers.email.serve import serve
+
+    try:
+        return serve(args.host, args.port, os.environ, args.folder)
+    except LineageDefsError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+
+
 def cmd_demo_up(args: argparse.Namespace) -> int:
     from lineage_defs.demo.up import Options, run
 
-    return run(Options(host=args.host, port=args.port, kafka_port=args.kafka_port, webhook_port=args.webhook_port, workspace=args.workspace))
+    return run(Options(host=args.host, port=args.port, kafka_port=args.kafka_port, webhook_port=args.webhook_port, email_port=args.email_port, workspace=args.workspace))
 
 
 def cmd_demo_stop(args: argparse.Namespace) -> int:
@@ -204,13 +215,15 @@ def cmd_demo_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_send(args: argparse.Namespace) -> int:
-    from lineage_defs.demo.send import send_kafka, send_webhook
+    from lineage_defs.demo.send import send_email, send_kafka, send_webhook
     from lineage_defs.errors import LineageDefsError
 
     state_dir = LineageSettings.from_env().state_dir
     try:
         if args.what == "kafka":
             return send_kafka(state_dir, args.count, args.topic, args.value, args.day)
+        if args.what == "email":
+            return send_email(state_dir, args.count, args.mailbox, args.day)
         return send_webhook(state_dir, args.count, args.hook, args.body, args.day, os.environ)
     except LineageDefsError as e:
         print(f"lineage-defs demo send {args.what}: {e.render()}", file=sys.stderr)
@@ -286,24 +299,33 @@ def main(argv: list[str] | None = None) -> int:
     ws.add_argument("--port", type=int, default=8787)
     ws.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
     ws.set_defaults(fn=cmd_webhooks_serve)
+    em = sub.add_parser("email", help="the e-mail receiver")
+    emsub = em.add_subparsers(dest="email_command", required=True)
+    es = emsub.add_parser("serve", help="receive mail (SMTP) for the folder's `on email` mailboxes")
+    es.add_argument("--host", default="127.0.0.1")
+    es.add_argument("--port", type=int, default=2525)
+    es.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    es.set_defaults(fn=cmd_email_serve)
     d = sub.add_parser("demo", help="the example with every trigger live (make demo)")
     dsub = d.add_subparsers(dest="demo_command", required=True)
-    du = dsub.add_parser("up", help="start the UI and daemon, a Kafka broker and the webhook receiver; Ctrl-C stops them all")
+    du = dsub.add_parser("up", help="start the UI and daemon, a Kafka broker and the webhook and e-mail receivers; Ctrl-C stops them all")
     du.add_argument("--host", default="127.0.0.1")
     du.add_argument("--port", type=int, default=3000, help="the UI (default %(default)s)")
     du.add_argument("--kafka-port", type=int, default=9092, help="the Kafka broker (default %(default)s)")
     du.add_argument("--webhook-port", type=int, default=8787, help="the webhook receiver (default %(default)s)")
+    du.add_argument("--email-port", type=int, default=2525, help="the e-mail receiver (default %(default)s)")
     du.add_argument("--workspace", default="workspace.yaml", help="the Dagster workspace file (default %(default)s)")
     du.set_defaults(fn=cmd_demo_up)
     dsub.add_parser("stop", help="stop the running demo (make demo-stop)").set_defaults(fn=cmd_demo_stop)
-    ds = dsub.add_parser("send", help="produce to the demo's Kafka topic or post to its webhook")
-    ds.add_argument("what", choices=["kafka", "webhook"])
-    ds.add_argument("--count", type=int, default=3, help="messages or posts (default %(default)s)")
+    ds = dsub.add_parser("send", help="produce to the demo's Kafka topic, post to its webhook or mail its mailbox")
+    ds.add_argument("what", choices=["kafka", "webhook", "email"])
+    ds.add_argument("--count", type=int, default=3, help="messages, posts or mails (default %(default)s)")
     ds.add_argument("--day", default=EXAMPLE_DAY, help="the day of the example's orders and payments (default %(default)s)")
     ds.add_argument("--topic", help="kafka: the topic (default: the folder's only one)")
     ds.add_argument("--value", help="kafka: this JSON as each message's value instead of an order event")
     ds.add_argument("--hook", help="webhook: the hook (default: the folder's only one)")
     ds.add_argument("--body", help="webhook: this JSON as the body instead of a payment")
+    ds.add_argument("--mailbox", help="email: the mailbox (default: the folder's only one)")
     ds.set_defaults(fn=cmd_demo_send)
     e = sub.add_parser("events", help="the event store: per stream what was stored, rejected and batched, and each batch's state")
     e.add_argument("--stream", help="one stream (e.g. webhook:payments, kafka:<step>:<topic>)")

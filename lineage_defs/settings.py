@@ -60,6 +60,7 @@ ENV_VARS = {
     "events_dsn": "LINEAGE_EVENTS_DSN",
     "celery_broker_url": "LINEAGE_CELERY_BROKER_URL",
     "celery_backend_url": "LINEAGE_CELERY_BACKEND_URL",
+    "email_max_bytes": "LINEAGE_EMAIL_MAX_BYTES",
 }
 # Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
 ENV_PREFIXES = {
@@ -117,6 +118,8 @@ class LineageSettings:
     sqs_endpoints: Mapping[str, str] = field(default_factory=dict)
     mqtt_urls: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → mqtt://host:port
     nats_urls: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → nats://host:port[,…]
+    # the e-mail receiver refuses a larger message with 552 (SMTP SIZE); 10 MiB: a mail with a few attachments
+    email_max_bytes: int = 10 * 1024 * 1024
     cascade_interval: int = 15  # seconds between evaluations of the cascade
     # Seconds between ticks of the event sensors. Dagster's sensor daemon looks at sensors every 5 s: an
     # interval of exactly 5 falls just short on every other look (a tick every 10 s); 4 is every look.
@@ -179,6 +182,8 @@ class LineageSettings:
         for f, var in (("batch_attempts", "LINEAGE_BATCH_ATTEMPTS"), ("batch_backoff", "LINEAGE_BATCH_BACKOFF")):
             if e.get(var):
                 values[f] = _positive_int(e[var], var)
+        if "email_max_bytes" in values:
+            values["email_max_bytes"] = _positive_int(values["email_max_bytes"], "LINEAGE_EMAIL_MAX_BYTES")
         if e.get("LINEAGE_BATCH_RETRIES"):
             values["batch_retries"] = _count(e["LINEAGE_BATCH_RETRIES"], "LINEAGE_BATCH_RETRIES")
         if "on_invalid" in values:

@@ -145,10 +145,10 @@ def start_demo(root: Path, make: bool = False) -> Any:
     )
     cli = shutil.which("lineage-defs", path=str(Path(sys.executable).parent))
     assert cli, "the lineage-defs CLI is not installed next to this Python"
-    port, kafka, hooks = free_port(), free_port(), free_port()
-    argv = [cli, "demo", "up", "--host", "127.0.0.1", "--port", str(port), "--kafka-port", str(kafka), "--webhook-port", str(hooks)]
+    port, kafka, hooks, mail = free_port(), free_port(), free_port(), free_port()
+    argv = [cli, "demo", "up", "--host", "127.0.0.1", "--port", str(port), "--kafka-port", str(kafka), "--webhook-port", str(hooks), "--email-port", str(mail)]
     if make:
-        argv = ["make", "demo", f"VENV={sys.prefix}", "HOST=127.0.0.1", f"PORT={port}", f"KAFKA_PORT={kafka}", f"WEBHOOK_PORT={hooks}"]
+        argv = ["make", "demo", f"VENV={sys.prefix}", "HOST=127.0.0.1", f"PORT={port}", f"KAFKA_PORT={kafka}", f"WEBHOOK_PORT={hooks}", f"EMAIL_PORT={mail}"]
     server = DagsterDev(argv, REPO, env, port, root / "demo.log")
     t0 = time.monotonic()
     server.start()

@@ -1,4 +1,4 @@
-"""Real trigger-side processes for the tests: a Tansu Kafka broker, mosquitto, nats-server, `dagster-daemon run`, the webhook receiver.
+"""Real trigger-side processes for the tests: a Tansu Kafka broker, mosquitto, nats-server, `dagster-daemon run`, the webhook and e-mail receivers.
 
 Each runs under the supervisor of ``tests/webserver.py`` (own process group,
 parent-death signal), so a crashed test leaves nothing running, and is
@@ -267,6 +267,19 @@ class Receiver(Supervised):
         self.url = f"http://127.0.0.1:{self.port}"
         full = {**os.environ, "LINEAGE_PIPELINES_DIR": str(pipelines), "LINEAGE_STATE_DIR": str(state), **env}
         super().__init__([str(VENV_BIN / "lineage-defs"), "webhooks", "serve", "--port", str(self.port)], tmp, full, tmp / "receiver.log")
+
+    def start(self) -> None:
+        super().start()
+        wait_port(self.port, 60, self.alive)
+
+
+class EmailReceiver(Supervised):
+    """`lineage-defs email serve` for ``pipelines`` on a free port, with ``env`` (the size limit) on top."""
+
+    def __init__(self, tmp: Path, pipelines: Path, state: Path, env: Mapping[str, str] | None = None) -> None:
+        self.port = free_port()
+        full = {**os.environ, "LINEAGE_PIPELINES_DIR": str(pipelines), "LINEAGE_STATE_DIR": str(state), **(env or {})}
+        super().__init__([str(VENV_BIN / "lineage-defs"), "email", "serve", "--port", str(self.port)], tmp, full, tmp / "email-receiver.log")
 
     def start(self) -> None:
         super().start()

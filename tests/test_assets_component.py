@@ -39,7 +39,7 @@ def test_component_with_absolute_paths(tmp_path: Path, monkeypatch: pytest.Monke
         with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
             assert isinstance(component, LineageDefsComponent)
             assert _keys(defs) == expected
-            assert len(expected) == 18  # 15 scripts, 2 dbt models, 1 external (the hand-written order_sizes)
+            assert len(expected) == 20  # 17 scripts, 2 dbt models, 1 external (the hand-written order_sizes)
     assert (state / "cache").is_dir()  # the component's state went where it was told
 
 

@@ -68,7 +68,7 @@ def test_demo_up_refuses_a_port_in_use_and_says_how_to_pick_another(tmp_path: Pa
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        out = demo_cli(tmp_path, "up", "--port", "0", "--kafka-port", str(port), "--webhook-port", "0", DAGSTER_HOME=str(fresh_home(tmp_path)))
+        out = demo_cli(tmp_path, "up", "--port", "0", "--kafka-port", str(port), "--webhook-port", "0", "--email-port", "0", DAGSTER_HOME=str(fresh_home(tmp_path)))
     assert out.returncode == 1, out.stderr
     assert f"port {port} (Kafka) is in use on 127.0.0.1 — stop what uses it, or pick another: make demo KAFKA_PORT=<port>" in out.stderr
     assert load_running(tmp_path / "state") is None  # nothing was started
@@ -108,3 +108,19 @@ def test_credentials_are_generated_once_and_kept_private(tmp_path: Path) -> None
     assert (tmp_path / "demo" / "credentials.json").stat().st_mode & 0o077 == 0
     chosen = credentials(tmp_path, ["payments"], {"LINEAGE_WEBHOOK_TOKEN_PAYMENTS": "mine"})["payments"]
     assert chosen.token == "mine" and chosen.secret == first.secret  # the environment's wins
+
+
+def test_the_example_s_postgres_sensor_says_what_to_set_on_the_embedded_default(tmp_path: Path) -> None:
+    from dagster import DagsterInstance, DefaultSensorStatus, build_sensor_context
+
+    from lineage_defs import LineageSettings, build_definitions
+
+    defs = build_definitions(REPO / "examples" / "pipelines", settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    sensor = next(s for s in defs.sensors if s.name == "shop__order_changes__postgres_public_orders")
+    assert sensor.default_status == DefaultSensorStatus.RUNNING
+    with DagsterInstance.ephemeral() as instance:
+        result = sensor.evaluate_tick(build_sensor_context(instance=instance, repository_def=defs.get_repository_def()))
+    assert not result.run_requests
+    assert "no PostgreSQL for connection 'default': set LINEAGE_PG_DSN (a libpq DSN of a server with wal_level=logical)" in (result.skip_message or "")
+    mail = next(s for s in defs.sensors if s.name == "shop__supplier_invoices__email_invoices")
+    assert mail.default_status == DefaultSensorStatus.RUNNING and "lineage-defs email serve" in (mail.description or "")

@@ -2,10 +2,10 @@
 
 `make demo` (which runs `lineage-defs demo up`) on a fresh Dagster home and
 state dir and ports of its own: the UI and its daemon, the Tansu broker with the example's topic,
-the webhook receiver. Then, as a person would: *Lineage* → **Materialize all**
+the webhook and e-mail receivers. Then, as a person would: *Lineage* → **Materialize all**
 with one partition and its **Preview**; *Catalog* → the raw inputs of two
 more days, which the cascade turns into the rest of each day; `lineage-defs
-demo send kafka` and `… send webhook`, each producing rows; readable graph
+demo send kafka`, `… send webhook` and `… send email`, each producing rows; readable graph
 labels; no run failed on the way; `make demo-stop` stops every process.
 
 Named to run before the other demo modules: its own instance is up and down
@@ -277,6 +277,17 @@ def test_a_webhook_post_produces_rows(walk: DagsterDev, root: Path) -> None:
     assert status["relationships_order_id"] == {"runId": run["runId"], "status": "SUCCEEDED"}, status  # the order is known
 
 
+def test_a_mail_produces_rows(walk: DagsterDev, root: Path) -> None:
+    sent = cli(root, "demo", "send", "email", "--count", "2")
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.count("250 <invoice-") == 2, sent.stdout
+    sensor = "shop__supplier_invoices__email_invoices"
+    run = walk.wait_until("the e-mail sensor's run", lambda: next((r for r in runs(walk) if r["tags"].get("dagster/sensor_name") == sensor and r["status"] in TERMINAL), None), 300, interval=3)
+    assert run["status"] == "SUCCESS", failures(walk, [run])
+    got = rows(root, "SELECT sender, subject, attachments, attachment_bytes FROM lake.main.supplier_invoices ORDER BY subject")
+    assert got == [("Acme Supplies <billing@acme.example>", "Invoice 20250102-001", 1, [48]), ("Acme Supplies <billing@acme.example>", "Invoice 20250102-002", 1, [48])], got
+
+
 # -- what a person reads -----------------------------------------------------------------------------------
 
 
@@ -318,7 +329,7 @@ def test_no_run_failed(walk: DagsterDev) -> None:
 def test_make_demo_stop_stops_every_process(walk: DagsterDev, root: Path) -> None:
     running = json.loads((root / "state" / "demo" / "running.json").read_text())
     groups = list(running["groups"].values())
-    assert set(running["groups"]) == {"kafka", "webhooks", "ui"}
+    assert set(running["groups"]) == {"kafka", "webhooks", "email", "ui"}
     assert all(live_group_members(g) for g in groups)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "DAGSTER_"))}
     env.update(LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"), LINEAGE_STATE_DIR=str(root / "state"))

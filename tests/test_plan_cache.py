@@ -59,15 +59,15 @@ def assert_same(a: Project, b: Project) -> None:
 def test_warm_load_equals_cold_load(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]]) -> None:
     cache = tmp_path / "cache"
     cold = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
-    assert len(cold.steps) == 15 and not cold.errors
+    assert len(cold.steps) == 17 and not cold.errors
     assert (cache / f"{CACHE_VERSION}.json").is_file()
-    assert sum(calls["parse"].values()) == 17  # every script, the macro library and the custom test included
+    assert sum(calls["parse"].values()) == 19  # every script, the macro library and the custom test included
     n_analysed = sum(calls["analyze"].values())
-    assert n_analysed == 15  # the steps' bodies (not the macro library's, not the custom test's)
+    assert n_analysed == 17  # the steps' bodies (not the macro library's, not the custom test's)
 
     warm = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert sum(calls["analyze"].values()) == n_analysed, "a warm load analysed again"
-    assert sum(calls["parse"].values()) == 2 * 17, "headers come from the files on every load, never from the cache"
+    assert sum(calls["parse"].values()) == 2 * 19, "headers come from the files on every load, never from the cache"
     assert_same(cold, warm)
     assert_same(cold, load_project(pipelines))
 
@@ -110,7 +110,7 @@ def test_corrupt_cache_is_treated_as_empty(pipelines: Path, tmp_path: Path, call
     (cache / f"{CACHE_VERSION}.json").write_bytes(content)
     project = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert_same(project, load_project(pipelines))
-    assert sum(calls["analyze"].values()) == 2 * 15  # every step analysed, twice: the corrupt cache held nothing
+    assert sum(calls["analyze"].values()) == 2 * 17  # every step analysed, twice: the corrupt cache held nothing
 
     # and it was replaced by a good one
     for c in calls.values():
@@ -142,8 +142,8 @@ def test_warm_load_does_not_import_sqlglot(pipelines: Path, tmp_path: Path) -> N
         return json.loads(r.stdout)
 
     cold, warm = load(), load()
-    assert cold == {"steps": 15, "sqlglot": True, "dagster": False}
-    assert warm == {"steps": 15, "sqlglot": False, "dagster": False}
+    assert cold == {"steps": 17, "sqlglot": True, "dagster": False}
+    assert warm == {"steps": 17, "sqlglot": False, "dagster": False}
 
 
 class _Payload:
@@ -172,7 +172,7 @@ def test_nothing_in_the_state_dir_is_unpickled(pipelines: Path, tmp_path: Path) 
 
     project = load_project(pipelines, settings)
     assert captured_schemas(settings) == {"ducklake://main/orders": ["order_id"]}
-    assert len(project.steps) == 15
+    assert len(project.steps) == 17
     assert not marker.exists()
     data = json.loads((cache / f"{CACHE_VERSION}.json").read_text())
     assert data["version"] == CACHE_VERSION and data["entries"]

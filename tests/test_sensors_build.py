@@ -88,7 +88,13 @@ def test_hook_names_are_unique_after_mapping_and_bad_ones_are_located(tmp_path: 
 def test_the_example_defines_its_sensors_and_schedules(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
     defs = build_definitions(example, settings=LineageSettings(state_dir=str(tmp_path / "state")))
-    assert sorted(s.name for s in defs.sensors) == ["lineage_cascade", "shop__order_events__kafka_shop_order_events", "shop__payments__webhook_payments"]
+    assert sorted(s.name for s in defs.sensors) == [
+        "lineage_cascade",
+        "shop__order_changes__postgres_public_orders",
+        "shop__order_events__kafka_shop_order_events",
+        "shop__payments__webhook_payments",
+        "shop__supplier_invoices__email_invoices",
+    ]
     assert sorted(s.name for s in defs.schedules) == ["analytics__kpi_snapshots__schedule", "shop__raw_orders__schedule"]
 
 

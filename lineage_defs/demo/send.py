@@ -1,8 +1,9 @@
-"""`lineage-defs demo send kafka|webhook`: try the example's event steps without writing a client.
+"""`lineage-defs demo send kafka|webhook|email`: try the example's event steps without writing a client.
 
 Talks to the running demo (``demo.state``): produces JSON messages to its
-broker, or posts a signed JSON body to its webhook receiver (bearer token,
-``X-Lineage-Signature: sha256=<HMAC of the body>``, an ``Idempotency-Key``).
+broker, posts a signed JSON body to its webhook receiver (bearer token,
+``X-Lineage-Signature: sha256=<HMAC of the body>``, an ``Idempotency-Key``),
+or mails an invoice with a CSV attachment to its e-mail receiver (smtplib).
 The default payloads have the shape of the bundled example's steps —
 ``shop/order_events.sql`` reads order events, ``shop/payments.py`` payments —
 for an order of ``--day`` (the example's order ids are ``<yyyymmdd><nnnn>``);
@@ -80,6 +81,42 @@ def send_kafka(state_dir: str, count: int, topic: str | None, value: str | None,
         print(f"lineage-defs demo send kafka: {len(values) - len(delivered)} of {len(values)} not delivered to {bootstrap}: {'; '.join(failed[:3])}", file=sys.stderr)
         return 1
     print(f"{len(values)} message{'s' * (len(values) != 1)} on {name}; the sensor starts a run within seconds (UI: {running.ui}/runs)", file=sys.stderr)
+    return 0
+
+
+def invoice(day: str, n: int, mailbox: str) -> Any:
+    """A supplier's invoice mail for ``day`` with a CSV attachment (its own Message-ID: a resend of it is stored once)."""
+    from email.message import EmailMessage
+    from email.utils import format_datetime
+
+    m = EmailMessage()
+    m["From"], m["To"] = "Acme Supplies <billing@acme.example>", f"{mailbox}@shop.example"
+    m["Subject"] = f"Invoice {day.replace('-', '')}-{n:03d}"
+    m["Date"] = format_datetime(dt.datetime.fromisoformat(f"{day}T09:00:00+00:00"))
+    m["Message-ID"] = f"<invoice-{uuid.uuid4().hex}@acme.example>"
+    m.set_content(f"Dear shop,\n\nplease find invoice {n} for {day} attached.\n")
+    m.add_attachment(f"product_id,quantity,unit_eur\n{n},10,4.20\n{n + 1},5,9.90\n".encode(), maintype="text", subtype="csv", filename=f"invoice-{n:03d}.csv")
+    return m
+
+
+def send_email(state_dir: str, count: int, mailbox: str | None, day: str) -> int:
+    import smtplib
+
+    running = state.require_running(state_dir)
+    name = _pick(running.mailboxes, mailbox, "mailbox", "--mailbox")
+    if not running.email:
+        raise LineageDefsError("the running demo has no e-mail receiver", fix="the folder needs an `on email` step")
+    host, port = running.email.removeprefix("smtp://").rsplit(":", 1)
+    try:
+        with smtplib.SMTP(host, int(port), timeout=30) as smtp:
+            for i in range(count):
+                m = invoice(day, i + 1, name)
+                smtp.send_message(m)
+                print(f"250 {m['Message-ID']}  {m['Subject']}")
+    except (OSError, smtplib.SMTPException) as e:
+        print(f"lineage-defs demo send email: {running.email}: {e}", file=sys.stderr)
+        return 1
+    print(f"{count} mail{'s' * (count != 1)} to {name}@ at {running.email}; the sensor starts a run within seconds (UI: {running.ui}/runs)", file=sys.stderr)
     return 0
 
 

@@ -27,6 +27,8 @@ class Running:
     topics: list[str] = field(default_factory=list)
     webhooks: str | None = None  # the receiver's base URL
     hooks: list[str] = field(default_factory=list)
+    email: str | None = None  # the e-mail receiver, smtp://host:port
+    mailboxes: list[str] = field(default_factory=list)
     groups: dict[str, int] = field(default_factory=dict)  # service → process group id
 
 

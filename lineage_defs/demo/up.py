@@ -7,8 +7,10 @@ One command starts, in order:
    folder's ``on kafka`` steps, unless ``LINEAGE_KAFKA_BOOTSTRAP`` names one;
 3. the webhook receiver (``lineage-defs webhooks serve``) with a bearer
    token and an HMAC secret per hook (``demo.state.credentials``);
-4. ``dagster dev -w workspace.yaml``: the UI and the daemon, which runs the
-   cascade, the schedules, the Kafka and webhook sensors, backfills and runs.
+4. the e-mail receiver (``lineage-defs email serve``) for the folder's
+   ``on email`` mailboxes;
+5. ``dagster dev -w workspace.yaml``: the UI and the daemon, which runs the
+   cascade, the schedules, the Kafka, webhook and e-mail sensors, backfills and runs.
 
 Each runs in a process group of its own under a supervisor that kills it if
 this process dies (``demo.processes``). Ctrl-C, SIGTERM or ``lineage-defs demo
@@ -46,6 +48,7 @@ class Options:
     port: int = 3000
     kafka_port: int = 9092
     webhook_port: int = 8787
+    email_port: int = 2525
     workspace: str = "workspace.yaml"
     ready_timeout: float = 600.0
 
@@ -125,10 +128,10 @@ class Demo:
         self.services: list[Service] = []
         self.stopping = threading.Event()
 
-    def _plan(self) -> tuple[dict[str, list[str]], list[str]]:
-        """The folder's Kafka topics per connection and webhook names."""
+    def _plan(self) -> tuple[dict[str, list[str]], list[str], list[str]]:
+        """The folder's Kafka topics per connection, webhook names and mailboxes."""
         from lineage_defs.parse.model import Kafka
-        from lineage_defs.plan.graph import webhooks
+        from lineage_defs.plan.graph import mailboxes, webhooks
         from lineage_defs.plan.project import load_project
 
         project = load_project(self.settings.pipelines_dir, self.settings)
@@ -139,7 +142,7 @@ class Demo:
             for t in s.events:
                 if isinstance(t, Kafka):
                     topics.setdefault(t.connection, []).append(t.topic)
-        return topics, [name for name, _, _ in webhooks(project.steps)]
+        return topics, [name for name, _, _ in webhooks(project.steps)], [name for name, _, _ in mailboxes(project.steps)]
 
     def up(self) -> int:
         o = self.options
@@ -151,9 +154,9 @@ class Demo:
         home = self.env.get("DAGSTER_HOME")
         if not home:
             raise LineageDefsError("DAGSTER_HOME is not set", fix="make demo sets it to dagster_home/; or export DAGSTER_HOME=<a folder holding dagster.yaml>")
-        topics, hooks = self._plan()
+        topics, hooks, boxes = self._plan()
         own_kafka = {c: ts for c, ts in topics.items() if not self.settings.kafka_brokers(c)}
-        wanted = [("UI", o.port, "PORT")] + ([("Kafka", o.kafka_port, "KAFKA_PORT")] if own_kafka else []) + ([("webhooks", o.webhook_port, "WEBHOOK_PORT")] if hooks else [])
+        wanted = [("UI", o.port, "PORT")] + ([("Kafka", o.kafka_port, "KAFKA_PORT")] if own_kafka else []) + ([("webhooks", o.webhook_port, "WEBHOOK_PORT")] if hooks else []) + ([("e-mail", o.email_port, "EMAIL_PORT")] if boxes else [])
         for what, port, var in wanted:
             if not _port_free(o.host, port):
                 raise LineageDefsError(f"port {port} ({what}) is in use on {o.host}", fix=f"stop what uses it, or pick another: make demo {var}=<port>")
@@ -190,13 +193,22 @@ class Demo:
             webhooks_url = f"http://{o.host}:{o.webhook_port}"
             print(f"demo: webhook receiver on {webhooks_url} (hooks {', '.join(hooks)}; credentials in {self.dir / 'credentials.json'})", flush=True)
 
+        email_url = None
+        if boxes:
+            mail = Service("email", [str(bin_dir / "lineage-defs"), "email", "serve", "--host", o.host, "--port", str(o.email_port)],
+                           self.env, self.dir / "email.log", grace=5)
+            self._start(mail)
+            wait_port(o.email_port, 120, mail.alive, o.host)
+            email_url = f"smtp://{o.host}:{o.email_port}"
+            print(f"demo: e-mail receiver on {email_url} (mailboxes {', '.join(boxes)}: mail to <mailbox>@ any domain)", flush=True)
+
         # dagster dev stops its webserver, daemon and code servers itself, in order, on SIGTERM
         ui = Service("ui", [str(bin_dir / "dagster"), "dev", "-w", o.workspace, "-h", o.host, "-p", str(o.port)], self._dev_env(), None, grace=30, term_group=False)
         self._start(ui)
         url = f"http://{o.host}:{o.port}"
         state.save_running(self.settings.state_dir, state.Running(
             pid=os.getpid(), ui=url, kafka=kafka, topics=sorted({t for ts in topics.values() for t in ts}),
-            webhooks=webhooks_url, hooks=hooks, groups={s.name: s.proc.pid for s in self.services},
+            webhooks=webhooks_url, hooks=hooks, email=email_url, mailboxes=boxes, groups={s.name: s.proc.pid for s in self.services},
         ))  # fmt: skip
         deadline = time.monotonic() + o.ready_timeout
         while not _ui_ready(url):
@@ -209,6 +221,7 @@ class Demo:
             f"\ndemo: ready in {time.monotonic() - t0:.0f} s — UI {url}\n"
             + (f"  Kafka: lineage-defs demo send kafka      (topic {', '.join(sorted({t for ts in topics.values() for t in ts}))})\n" if topics else "")
             + (f"  webhooks: lineage-defs demo send webhook (POST {webhooks_url}/hooks/{hooks[0]})\n" if hooks else "")
+            + (f"  e-mail: lineage-defs demo send email   (mail to {boxes[0]}@… at {email_url})\n" if boxes else "")
             + "  stop: Ctrl-C here, or make demo-stop\n",
             flush=True,
         )

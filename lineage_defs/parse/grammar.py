@@ -33,6 +33,7 @@ from lineage_defs.parse.model import (
     ColumnDecl,
     ColumnSource,
     DataTest,
+    Email,
     Freshness,
     Header,
     Kafka,
@@ -75,7 +76,7 @@ def _macros(ln: _Line, args: list[Token]) -> None:
 
 def _on(ln: _Line, args: list[Token]) -> None:
     if not args:
-        ln.error(None, "'on' needs an asset URI, 'schedule', 'kafka', 'sqs', 'postgres', 'mqtt', 'nats' or 'webhook'", "write e.g. on ducklake://main/orders")
+        ln.error(None, "'on' needs an asset URI, 'schedule', 'kafka', 'sqs', 'postgres', 'mqtt', 'nats', 'webhook' or 'email'", "write e.g. on ducklake://main/orders")
         return
     head, rest = args[0], args[1:]
     if head.text == "schedule":
@@ -125,9 +126,17 @@ def _on(ln: _Line, args: list[Token]) -> None:
         o = ln.options(rest, {"name": ln.hook_name, "partition_from": ln.partition_from}, what="on webhook")
         if o is not None:
             ln.b.add("events", Webhook(o.get("name"), o.get("partition_from"), ln.loc()))  # type: ignore[arg-type]
+    elif head.text == "email":
+        o = ln.options(rest, {"name": ln.mailbox, "partition_from": ln.partition_from}, what="on email")
+        if o is None:
+            return
+        if "name" not in o:
+            ln.error(None, "'on email' needs name=", "write on email name=orders (the mailbox: mail to orders@… runs the step)")
+            return
+        ln.b.add("events", Email(str(o["name"]), o.get("partition_from"), ln.loc()))  # type: ignore[arg-type]
     else:
         if head.key is not None or "://" not in head.text:
-            guess = did_you_mean(head.text, ("schedule", "kafka", "sqs", "postgres", "mqtt", "nats", "webhook"))
+            guess = did_you_mean(head.text, ("schedule", "kafka", "sqs", "postgres", "mqtt", "nats", "webhook", "email"))
             if guess:
                 ln.error(head, f"unknown trigger '{head.text}'", f"did you mean '{guess}'?")
                 return

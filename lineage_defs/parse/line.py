@@ -171,6 +171,15 @@ class _Line:
         self.error(_value_at(t), f"bad webhook name '{t.value}'", f"use lower-case letters, digits and _ only, e.g. name={fixed} (its credentials: LINEAGE_WEBHOOK_TOKEN_{fixed.upper()})")
         return None
 
+    def mailbox(self, t: Token) -> str | None:
+        """A mailbox: the local part of the address mail is sent to (``[a-z0-9][a-z0-9._-]*``, at most 64)."""
+        if _MAILBOX.fullmatch(t.value) and len(t.value) <= 64:
+            return t.value
+        local = t.value.split("@", 1)[0].lower()
+        fixed = re.sub(r"[^a-z0-9._-]", "_", local).lstrip("._-")[:64] or "inbox"
+        self.error(_value_at(t), f"bad mailbox '{t.value}'", f"write the address's part before @ in lower-case letters, digits, ., - and _ (e.g. name={fixed})")
+        return None
+
     def sqs_queue(self, t: Token) -> str | None:
         """A queue name (``[A-Za-z0-9_-]{1,80}``, ``.fifo`` allowed) or its http(s) URL."""
         v = t.value
@@ -245,6 +254,7 @@ class _Line:
 
 
 _HOOK_NAME = re.compile(r"[a-z0-9_]+")
+_MAILBOX = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _SQS_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 _CONNECTION = re.compile(r"[A-Za-z0-9_]+")
 _NATS_STREAM = re.compile(r"[A-Za-z0-9_-]{1,255}")

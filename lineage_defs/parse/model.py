@@ -136,9 +136,18 @@ class Nats:
     at: Location
 
 
+@dataclass(frozen=True)
+class Email:
+    """``on email name=<mailbox>``: mail to ``<mailbox>@…`` received by ``lineage-defs email serve``."""
+
+    name: str  # the mailbox: the recipient's local part, lower case
+    partition_from: str | None
+    at: Location
+
+
 # The event triggers (SPEC section 6): each kind a type of its own, built into sensors by
 # the table in ``lineage_defs.triggers``.
-EventTrigger = Kafka | Webhook | Sqs | Postgres | Mqtt | Nats
+EventTrigger = Kafka | Webhook | Sqs | Postgres | Mqtt | Nats | Email
 
 
 class PartitionKind(StrEnum):

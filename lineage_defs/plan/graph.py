@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from lineage_defs.errors import LineageDefsError, Location, SpecError
-from lineage_defs.parse.model import TestKind, Webhook
+from lineage_defs.parse.model import Email, TestKind, Webhook
 from lineage_defs.plan.files import FileResult
 from lineage_defs.plan.names import hook_env, hook_name
 from lineage_defs.plan.spec import PARTITION_COLUMN, SCD2_COLUMNS, AnyStep, DbtStep, ScriptStep
@@ -123,9 +123,14 @@ def webhooks(steps: Sequence[AnyStep]) -> list[tuple[str, ScriptStep, Webhook]]:
     return [(hook_name(s.name, t.name), s, t) for s in steps if isinstance(s, ScriptStep) for t in s.events if isinstance(t, Webhook)]
 
 
+def mailboxes(steps: Sequence[AnyStep]) -> list[tuple[str, ScriptStep, Email]]:
+    """(mailbox, step, its `on email` line) for every mailbox of the project, in step order."""
+    return [(t.name, s, t) for s in steps if isinstance(s, ScriptStep) for t in s.events if isinstance(t, Email)]
+
+
 def trigger_name_errors(steps: Sequence[AnyStep]) -> list[SpecError]:
     """Each webhook name is claimed by one `on webhook` line (the receiver routes by it), and so is
-    each credential variable name it maps to."""
+    each credential variable name it maps to; each mailbox by one `on email` line."""
     out: list[SpecError] = []
     first: dict[str, tuple[str, ScriptStep]] = {}
     for name, s, w in webhooks(steps):
@@ -136,6 +141,12 @@ def trigger_name_errors(steps: Sequence[AnyStep]) -> list[SpecError]:
             out.append(SpecError(f"{what} (also by {by.path})", w.at, "give one of them another name= (each hook feeds one step)"))
         else:
             first[env] = (name, s)
+    boxes: dict[str, ScriptStep] = {}
+    for box, s, m in mailboxes(steps):
+        if box in boxes:
+            out.append(SpecError(f"mailbox '{box}' is declared twice (also by {boxes[box].path})", m.at, "give one of them another name= (each mailbox feeds one step)"))
+        else:
+            boxes[box] = s
     return out
 
 

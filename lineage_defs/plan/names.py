@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from lineage_defs.parse.model import EventTrigger, Kafka, Mqtt, Nats, Postgres, Sqs, Webhook
+from lineage_defs.parse.model import Email, EventTrigger, Kafka, Mqtt, Nats, Postgres, Sqs, Webhook
 
 
 def op_name(pipeline: str, rel: str, names: set[str]) -> str:
@@ -66,6 +66,11 @@ def nats_stream(step_name: str, stream: str, subject: str) -> str:
     return f"nats:{step_name}:{stream}:{subject}"
 
 
+def email_stream(mailbox: str) -> str:
+    """The event store's stream of one mailbox (one step reads it: mailboxes are unique in a project)."""
+    return f"email:{mailbox}"
+
+
 # Each event trigger kind names its stream in the event store.
 _STREAMS: dict[type, Callable[[str, Any], str]] = {
     Kafka: lambda step, t: kafka_stream(step, t.topic),
@@ -74,6 +79,7 @@ _STREAMS: dict[type, Callable[[str, Any], str]] = {
     Postgres: lambda step, t: postgres_stream(step, t.table),
     Mqtt: lambda step, t: mqtt_stream(step, t.topic),
     Nats: lambda step, t: nats_stream(step, t.stream, t.subject),
+    Email: lambda step, t: email_stream(t.name),
 }
 
 

@@ -32,8 +32,6 @@ import contextlib
 import hashlib
 import hmac
 import logging
-import queue
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -49,6 +47,7 @@ from starlette.routing import Route
 from lineage_defs.events.partition import PartitionValueError, raw_value
 from lineage_defs.events.payload import PayloadError, parse_json
 from lineage_defs.events.store import EventStore, NewEvent
+from lineage_defs.triggers.push import GroupWriter
 from lineage_defs.triggers.webhook.guard import Limits
 
 log = logging.getLogger("lineage_defs.webhooks")
@@ -69,68 +68,6 @@ class Hook:
     partition_from: str | None = None
     # raw value → partition key (raises PartitionValueError); None: the step takes no partition
     partition_key: Callable[[str], str] | None = None
-
-
-class GroupWriter:
-    """One thread owns the store connection; concurrent requests share commits.
-
-    Each request queues its event and awaits a future; the thread takes
-    everything queued, stores it in one transaction (one fsync for the lot)
-    and resolves the futures after COMMIT returned.
-    """
-
-    def __init__(self, path: str | Path, max_group: int = 512) -> None:
-        self.path = path
-        self.max_group = max_group
-        self.queue: queue.Queue[Any] = queue.Queue()
-        self.store = EventStore(path)  # created here so a bad path fails at start, not on the first request
-        self.thread = threading.Thread(target=self._loop, name="lineage-webhook-writer", daemon=True)
-        self.thread.start()
-
-    async def submit(self, stream: str, event: NewEvent) -> tuple[int, bool]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[tuple[int, bool]] = loop.create_future()
-        self.queue.put((stream, event, loop, fut))
-        return await fut
-
-    def close(self) -> None:
-        self.queue.put(None)
-        self.thread.join(timeout=10)
-        self.store.close()
-
-    def _loop(self) -> None:
-        while True:
-            first = self.queue.get()
-            if first is None:
-                return
-            group = [first]
-            while len(group) < self.max_group:
-                try:
-                    item = self.queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self.queue.put(None)
-                    break
-                group.append(item)
-            try:
-                results = self.store.add_many([(s, e) for s, e, _, _ in group])
-            except BaseException as e:  # nothing of the group was stored: every request gets the error
-                for _, _, loop, fut in group:
-                    loop.call_soon_threadsafe(_fail, fut, e)
-                continue
-            for (_, _, loop, fut), r in zip(group, results):
-                loop.call_soon_threadsafe(_done, fut, r)
-
-
-def _done(fut: asyncio.Future[Any], value: Any) -> None:
-    if not fut.done():
-        fut.set_result(value)
-
-
-def _fail(fut: asyncio.Future[Any], error: BaseException) -> None:
-    if not fut.done():
-        fut.set_exception(error)
 
 
 def _refuse(status: int, message: str, close: bool = False, retry_after: int | None = None) -> JSONResponse:
@@ -256,7 +193,7 @@ def make_app(hooks: dict[str, Hook], store: str | Path, max_bytes: int = DEFAULT
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         nonlocal writer
-        writer = GroupWriter(store)
+        writer = GroupWriter(store, name="lineage-webhook-writer")
         try:
             yield
         finally:

@@ -19,14 +19,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from lineage_defs.assets.partitions import partitions_def
 from lineage_defs.errors import ProjectErrors, RunError
 from lineage_defs.plan.graph import webhooks
 from lineage_defs.plan.names import hook_env, webhook_stream
 from lineage_defs.plan.project import load_project
 from lineage_defs.plan.spec import Project
 from lineage_defs.settings import LineageSettings
-from lineage_defs.triggers.keys import default_source, partition_key
+from lineage_defs.triggers.push import partition_rule
 from lineage_defs.triggers.webhook.app import DEFAULT_MAX_BYTES, Hook, make_app
 from lineage_defs.triggers.webhook.guard import Limits
 
@@ -45,12 +44,7 @@ def build_hooks(project: Project, env: Mapping[str, str]) -> dict[str, Hook]:
     out: dict[str, Hook] = {}
     for name, step, w in webhooks(project.steps):
         suffix = hook_env(name)
-        pdef = partitions_def(step.partitioning, step.name, live=True)
-        source = default_source(step.partitioning, w.partition_from)
-        to_key = None
-        if pdef is not None and source is not None:
-            def to_key(raw: str, pdef: Any = pdef) -> str:
-                return partition_key(raw, pdef)
+        source, to_key = partition_rule(step, w.partition_from)
         out[name] = Hook(
             name=name,
             stream=webhook_stream(name),
