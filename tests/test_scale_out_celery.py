@@ -89,6 +89,20 @@ with DagsterInstance.get() as instance:
 """
 
 
+def _celery_config(code: Path, visibility_timeout: int) -> tuple[int, str, str]:
+    """A redis port, the broker and backend URLs on it, and the workers' ``dagster_celery_config`` in ``code``.
+
+    Read by dagster_celery.app when a worker starts. A killed worker's task is delivered again (acks
+    late, requeued on a lost worker) once the visibility timeout passed: longer than any step here."""
+    port = free_port()
+    broker, backend = f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{port}/1"
+    (code / "dagster_celery_config.py").write_text(
+        f"broker_url = {broker!r}\nresult_backend = {backend!r}\ntask_acks_late = True\ntask_reject_on_worker_lost = True\n"
+        f"broker_transport_options = {{'visibility_timeout': {visibility_timeout}}}\n"
+    )
+    return port, broker, backend
+
+
 def _worker(name: str, tmp: Path, env: dict[str, str], code: Path, wait: bool = True) -> Supervised:
     home = tmp / f"worker-{name}"
     home.mkdir()
@@ -134,14 +148,7 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
     code.mkdir()
     (code / "lineage_celery_jobs.py").write_text(JOBS)
     (code / "driver.py").write_text(DRIVER)
-    port = free_port()
-    broker, backend = f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{port}/1"
-    # Read by dagster_celery.app when a worker starts. A killed worker's task is delivered again
-    # (acks late, requeued on a lost worker) once the visibility timeout passed: longer than any step here.
-    (code / "dagster_celery_config.py").write_text(
-        f"broker_url = {broker!r}\nresult_backend = {backend!r}\ntask_acks_late = True\ntask_reject_on_worker_lost = True\n"
-        "broker_transport_options = {'visibility_timeout': 30}\n"
-    )
+    port, broker, backend = _celery_config(code, 30)
     shared = {
         "LINEAGE_PIPELINES_DIR": str(root),
         **lake_env(lake_dsn, s3_server, f"lake-{tag}"),
@@ -285,12 +292,7 @@ def test_webhook_posts_and_kafka_messages_run_on_celery_workers_once_across_a_wo
     code = tmp_path / "code"
     code.mkdir()
     (tmp_path / "workspace.yaml").write_text(WORKSPACE)
-    port = free_port()
-    broker, backend = f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{port}/1"
-    (code / "dagster_celery_config.py").write_text(
-        f"broker_url = {broker!r}\nresult_backend = {backend!r}\ntask_acks_late = True\ntask_reject_on_worker_lost = True\n"
-        "broker_transport_options = {'visibility_timeout': 15}\n"
-    )
+    port, broker, backend = _celery_config(code, 15)
     kafka = Tansu(tmp_path)
     shared = {
         "LINEAGE_PIPELINES_DIR": str(root),
