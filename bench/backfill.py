@@ -1,6 +1,7 @@
 """Backfill benchmark: 365 daily partitions of a managed DuckLake step as ONE range run.
 
     .venv/bin/python bench/backfill.py [--days 365] [--rows 10000] [--skip-dbt] [--skip-postgres]
+    .venv/bin/python bench/backfill.py --celery [--days 365] [--rows 10000] [--celery-runs 12] [--celery-drivers 2]
 
 Every contender writes the same rows (about --rows per day) from the same raw
 DuckLake table into a DuckLake table:
@@ -24,6 +25,13 @@ the partitions of a failed run are then not marked failed). Prints seconds, rati
 per-partition overhead over the plain insert net of Dagster's floor; then the
 run layer alone (no Dagster), interleaved partition by partition with the
 plain INSERT in one process, which machine noise cannot skew.
+
+`--celery` runs only the scale-out figure (docs/deploy.md's setup on one machine):
+the same step and days with Dagster and the DuckLake catalog on PostgreSQL, the
+data on an S3 server (moto), steps on 1 and then 2 Celery workers (redis-server
+broker), each process with its own state dir. A range run is one step, so the
+range is cut into --celery-runs range runs submitted by --celery-drivers
+processes at once. Figures, not targets: every process shares this machine.
 """
 
 from __future__ import annotations
@@ -55,15 +63,17 @@ WHERE event_ts >= $start::TIMESTAMP AND event_ts < $end::TIMESTAMP
 """
 
 
-def connect(state: Path):  # type: ignore[no-untyped-def]
+def connect(state: Path, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     from lineage_defs.settings import LineageSettings
     from lineage_defs.run.substrates import Session
 
+    if env:  # a lake named by the environment (DuckLake on PostgreSQL, data on S3)
+        return Session(LineageSettings.from_env({**env, "LINEAGE_STATE_DIR": str(state)}), skip=frozenset({"duckdb://warehouse"}))
     return Session(LineageSettings(state_dir=str(state)))
 
 
-def make_raw(state: Path, start: dt.date, days: int, rows: int) -> None:
-    with connect(state) as s:
+def make_raw(state: Path, start: dt.date, days: int, rows: int, env: dict[str, str] | None = None) -> None:
+    with connect(state, env) as s:
         s.conn.execute(
             f"""CREATE TABLE lake.main.raw_events AS
             SELECT i AS event_id, (i * 7919) % 100000 AS user_id, round(((i * 31) % 10000) / 100.0, 2) AS amount,
@@ -221,8 +231,8 @@ def bench_dbt(state: Path, work: Path, start: dt.date, days: int) -> float:
     return el
 
 
-def count(state: Path) -> int:
-    with connect(state) as s:
+def count(state: Path, env: dict[str, str] | None = None) -> int:
+    with connect(state, env) as s:
         return int(s.conn.execute("SELECT count(*) FROM lake.main.events_daily").fetchone()[0])
 
 
@@ -308,13 +318,172 @@ class Postgres:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+CELERY_JOBS = """\
+import dagster as dg
+
+from lineage_defs.definitions import defs as lineage
+
+defs = dg.Definitions.merge(lineage, dg.Definitions(jobs=[dg.define_asset_job("backfill", selection=dg.AssetSelection.groups("bench"))]))
+
+
+def backfill():
+    return defs.get_job_def("backfill")
+"""
+# One orchestrating process: a range run per chunk it is given (one step each, sent to the workers).
+CELERY_DRIVER = """\
+import sys
+
+from dagster import DagsterInstance, execute_job, reconstructable
+
+import bench_celery_jobs
+
+job = reconstructable(bench_celery_jobs.backfill)
+with DagsterInstance.get() as instance:
+    for chunk in sys.argv[1:]:
+        first, last = chunk.split("...")
+        tags = {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
+        assert execute_job(job, instance, tags=tags).success, chunk
+"""
+DAGSTER_PG_YAML = """\
+storage:
+  postgres:
+    postgres_url: "{url}"
+telemetry:
+  enabled: false
+"""
+
+
+def bench_celery(work: Path, start: dt.date, days: int, rows: int, workers: int, chunks: int, drivers: int) -> float:
+    """The backfill on the multi-machine setup of docs/deploy.md, on this one machine: Dagster and the
+    DuckLake catalog on PostgreSQL, the lake's data on an S3 server (moto), steps on ``workers`` Celery
+    workers (redis-server as the broker), each process with its own state dir. The range is cut into
+    ``chunks`` range runs (a range run is one step: one worker), from ``drivers`` orchestrating processes
+    at once. Returns the seconds from the drivers' start to the last run's end; checks every row."""
+    import shutil
+    import socket
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    def free() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+
+    root = work / f"celery-{workers}"
+    code = root / "code"
+    (root / "pipelines" / "bench").mkdir(parents=True)
+    code.mkdir()
+    (root / "pipelines" / "bench" / "events_daily.sql").write_text(STEP.format(start=start.isoformat()))
+    pg = Postgres(work)
+    s3_port, redis_port = free(), free()
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
+    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=s3_port, verbose=False)
+    s3.start()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        boto3.client("s3", endpoint_url=f"http://127.0.0.1:{s3_port}", aws_access_key_id="k", aws_secret_access_key="s", region_name="us-east-1").create_bucket(Bucket="bench")
+        dagster_url = pg.database()
+        lake_url = pg.database()
+        lake_dsn = f"host=127.0.0.1 port={pg.port} user=postgres dbname={lake_url.rsplit('/', 1)[1]}"
+        broker, backend = f"redis://127.0.0.1:{redis_port}/0", f"redis://127.0.0.1:{redis_port}/1"
+        (code / "bench_celery_jobs.py").write_text(CELERY_JOBS)
+        (code / "driver.py").write_text(CELERY_DRIVER)
+        (code / "dagster_celery_config.py").write_text(f"broker_url = {broker!r}\nresult_backend = {backend!r}\ntask_acks_late = True\n")
+        home = root / "dagster_home"
+        home.mkdir()
+        (home / "dagster.yaml").write_text(DAGSTER_PG_YAML.format(url=dagster_url))
+        shared = {
+            "LINEAGE_PIPELINES_DIR": str(root / "pipelines"),
+            "LINEAGE_DUCKLAKE_CATALOG": f"postgres:{lake_dsn}",
+            "LINEAGE_DUCKLAKE_DATA_PATH": "s3://bench/lake/",
+            "LINEAGE_S3_ENDPOINT_URL": f"http://127.0.0.1:{s3_port}",
+            "LINEAGE_S3_BUCKET": "bench",
+            "LINEAGE_S3_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "k",
+            "AWS_SECRET_ACCESS_KEY": "s",
+            "LINEAGE_CELERY_BROKER_URL": broker,
+            "LINEAGE_CELERY_BACKEND_URL": backend,
+        }
+        make_raw(root / "state-setup", start, days, rows, shared)
+        redis = shutil.which("redis-server") or "/usr/bin/redis-server"
+        procs.append(subprocess.Popen([redis, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                                      stdout=subprocess.DEVNULL, start_new_session=True))  # fmt: skip
+
+        def machine(name: str) -> dict[str, str]:
+            (root / f"state-{name}").mkdir()
+            return {**os.environ, **shared, "LINEAGE_STATE_DIR": str(root / f"state-{name}"), "PYTHONPATH": str(code)}
+
+        celery = str(Path(sys.executable).with_name("celery"))
+        logs = []
+        for i in range(workers):
+            log = root / f"worker-{i}.log"
+            logs.append(log)
+            argv = [celery, "-A", "dagster_celery.app", "worker", "-n", f"w{i}@%h", "--concurrency=1", "--prefetch-multiplier=1",
+                    "-l", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
+            procs.append(subprocess.Popen(argv, env=machine(f"worker{i}"), cwd=root, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = time.monotonic() + 180
+        while not all("ready." in log.read_text(errors="replace") for log in logs):
+            if time.monotonic() > deadline:
+                raise SystemExit("celery workers not ready:\n" + "\n".join(log.read_text(errors="replace")[-2000:] for log in logs))
+            time.sleep(0.2)
+        bounds = [round(i * days / chunks) for i in range(chunks + 1)]
+        ranges = [f"{start + dt.timedelta(days=a)}...{start + dt.timedelta(days=b - 1)}" for a, b in zip(bounds, bounds[1:]) if b > a]
+        def drive(name: str, chunks: list[str]) -> subprocess.Popen[bytes]:
+            return subprocess.Popen([sys.executable, str(code / "driver.py"), *chunks], cwd=root,
+                                    env={**machine(name), "DAGSTER_HOME": str(home)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+
+        def wait(runs: list[subprocess.Popen[bytes]]) -> None:
+            for r, out in zip(runs, [r.communicate()[0] for r in runs]):
+                if r.returncode:
+                    raise SystemExit(out.decode(errors="replace")[-4000:])
+
+        t = time.perf_counter()
+        # The first range run alone: it creates the table. Two first writes of a new DuckLake table at
+        # once conflict in the catalog ("Transaction conflict ... created by another transaction"), and
+        # the run layer does not retry that yet.
+        wait([drive("driver-first", ranges[:1])])
+        wait([drive(f"driver{i}", ranges[1:][i::drivers]) for i in range(drivers)])
+        elapsed = time.perf_counter() - t
+        steps = [log.read_text(errors="replace").count("succeeded in") for log in logs]
+        n = count(root / "state-check", shared)
+        assert n == days * rows, f"celery backfill wrote {n} rows"
+        print(f"celery, {workers} worker(s): {elapsed:7.2f}s  rows {n:,}; {len(ranges)} range runs from {drivers} processes, steps per worker {steps}", flush=True)
+        return elapsed
+    finally:
+        for p in reversed(procs):
+            try:
+                os.killpg(p.pid, 9)
+            except ProcessLookupError:
+                pass
+            p.wait(10)
+        s3.stop()
+        pg.stop()
+
+
+def main_celery(args: argparse.Namespace) -> None:
+    start = dt.date(2024, 1, 1)
+    with tempfile.TemporaryDirectory(prefix="lineage-backfill-celery-") as tmp:
+        res = {w: bench_celery(Path(tmp), start, args.days, args.rows, w, args.celery_runs, args.celery_drivers) for w in (1, 2)}
+    print(f"{args.days} days, {args.rows} rows a day, on Celery: 1 worker {res[1]:.2f}s, 2 workers {res[2]:.2f}s, "
+          f"2 workers / 1 worker {res[2] / res[1]:.2f}x  (figures, not targets: one machine with {os.cpu_count()} cores runs both workers, "
+          f"the orchestrators, PostgreSQL, redis and the S3 server)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--days", type=int, default=365)
     ap.add_argument("--rows", type=int, default=10000)
     ap.add_argument("--skip-dbt", action="store_true")
     ap.add_argument("--skip-postgres", action="store_true")
+    ap.add_argument("--celery", action="store_true", help="only the backfill on Celery workers (1, then 2), nothing else")
+    ap.add_argument("--celery-runs", type=int, default=12, help="range runs the backfill is cut into (a range run is one step)")
+    ap.add_argument("--celery-drivers", type=int, default=2, help="orchestrating processes submitting the range runs at once")
     args = ap.parse_args()
+    if args.celery:
+        return main_celery(args)
     start = dt.date(2024, 1, 1)
     days = args.days
     with tempfile.TemporaryDirectory(prefix="lineage-backfill-") as tmp:

@@ -8,22 +8,32 @@ every partition is materialized once and both workers did work. Then the worker 
 SIGKILLed (process group) in the middle of it and the other runs it again in the same run (rows once);
 a changed script meets on_schema_change=fail on a fresh worker. Afterwards each state dir holds only
 caches and its own schema copies.
+
+The trigger side: a webhook receiver, a real ``dagster-daemon`` (sensors, code server, run workers)
+and two Celery workers, each with its own empty state dir, the event store on PostgreSQL
+(``LINEAGE_EVENTS_DSN``), Kafka on Tansu: the worker running the posts' batch step is SIGKILLed
+(process group) mid-step, the step runs again on the other worker in the same run, and N posts + M
+messages are exactly N + M rows in their ``append`` targets.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from scale_support import create_database, dagster_home, files_under, lake_env, machine_env
-from services import Supervised, wait_for, wait_port
+from scale_support import DAGSTER, create_database, dagster_home, files_under, lake_env, machine_env
+from services import Receiver, Supervised, Tansu, wait_for, wait_port
 from webserver import free_port
 
 pytestmark = pytest.mark.slow
@@ -79,15 +89,34 @@ with DagsterInstance.get() as instance:
 """
 
 
-def _worker(name: str, tmp: Path, env: dict[str, str], code: Path) -> Supervised:
+def _celery_config(code: Path, visibility_timeout: int) -> tuple[int, str, str]:
+    """A redis port, the broker and backend URLs on it, and the workers' ``dagster_celery_config`` in ``code``.
+
+    Read by dagster_celery.app when a worker starts. A killed worker's task is delivered again (acks
+    late, requeued on a lost worker) once the visibility timeout passed: longer than any step here."""
+    port = free_port()
+    broker, backend = f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{port}/1"
+    (code / "dagster_celery_config.py").write_text(
+        f"broker_url = {broker!r}\nresult_backend = {backend!r}\ntask_acks_late = True\ntask_reject_on_worker_lost = True\n"
+        f"broker_transport_options = {{'visibility_timeout': {visibility_timeout}}}\n"
+    )
+    return port, broker, backend
+
+
+def _worker(name: str, tmp: Path, env: dict[str, str], code: Path, wait: bool = True) -> Supervised:
     home = tmp / f"worker-{name}"
     home.mkdir()
     argv = [str(Path(sys.executable).with_name("celery")), "-A", "dagster_celery.app", "worker", "--prefetch-multiplier=1",
             "-n", f"{name}@%h", "--concurrency=1", "-l", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
     w = Supervised(argv, home, {**env, "PYTHONPATH": str(code)}, tmp / f"worker-{name}.log")
     w.start()
-    wait_for(f"worker {name} ready", lambda: "ready." in w.log_tail(20000), 120, w.log_tail)
+    if wait:
+        _ready(name, w)
     return w
+
+
+def _ready(name: str, w: Supervised) -> None:
+    wait_for(f"worker {name} ready", lambda: "ready." in w.log_tail(20000), 120, w.log_tail)
 
 
 def _log(w: Supervised) -> str:
@@ -119,14 +148,7 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
     code.mkdir()
     (code / "lineage_celery_jobs.py").write_text(JOBS)
     (code / "driver.py").write_text(DRIVER)
-    port = free_port()
-    broker, backend = f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{port}/1"
-    # Read by dagster_celery.app when a worker starts. A killed worker's task is delivered again
-    # (acks late, requeued on a lost worker) once the visibility timeout passed: longer than any step here.
-    (code / "dagster_celery_config.py").write_text(
-        f"broker_url = {broker!r}\nresult_backend = {backend!r}\ntask_acks_late = True\ntask_reject_on_worker_lost = True\n"
-        "broker_transport_options = {'visibility_timeout': 30}\n"
-    )
+    port, broker, backend = _celery_config(code, 30)
     shared = {
         "LINEAGE_PIPELINES_DIR": str(root),
         **lake_env(lake_dsn, s3_server, f"lake-{tag}"),
@@ -213,3 +235,148 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
     for d in sorted(tmp_path.glob("state-*")):
         assert all(f.startswith(("cache/", "schemas/")) for f in files_under(d)), (d.name, files_under(d))
     print(f"backfill of 30 partitions over 2 workers: {backfill:.1f}s, steps per worker {done}")
+
+
+# Event steps: each batch's step also hashes a few million values, long enough to be killed in the middle of.
+SLOW = "(SELECT count(DISTINCT md5(CAST(range AS VARCHAR))) FROM range(4000000))"
+HOOK = f"""\
+-- pipeline
+-- on webhook name=posts
+-- materialize ducklake://main/posts append
+SELECT CAST(json_extract_string(value, '$.n') AS BIGINT) AS n, {SLOW} AS work FROM _events
+"""
+KAFKA = f"""\
+-- pipeline
+-- on kafka topic=clicks
+-- materialize ducklake://main/clicks append
+SELECT CAST(json_extract_string(value, '$.n') AS BIGINT) AS n, {SLOW} AS work FROM _events
+"""
+SECRET = "s3cret-posts"
+WORKSPACE = """\
+load_from:
+  - python_module:
+      module_name: lineage_defs.definitions
+      attribute: defs
+      location_name: lineage_defs
+"""
+
+
+def _post(url: str, n: int) -> int:
+    body = json.dumps({"n": n}).encode()
+    sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    req = urllib.request.Request(f"{url}/hooks/posts", data=body, method="POST",
+                                 headers={"Content-Type": "application/json", "X-Lineage-Signature": sig, "Idempotency-Key": f"post-{n}"})  # fmt: skip
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return int(resp.status)
+
+
+def test_webhook_posts_and_kafka_messages_run_on_celery_workers_once_across_a_worker_kill(tmp_path: Path, pg_dsn: str, s3_server: Any) -> None:
+    """The trigger side of the setup: a webhook receiver, a real ``dagster-daemon`` (sensors, code server,
+    run workers) and two Celery workers, each with its own empty state dir; the event store on PostgreSQL
+    (``LINEAGE_EVENTS_DSN``). The worker running a batch's step is SIGKILLed (process group) mid-step:
+    N posts + M messages are exactly N + M rows, and no state dir holds anything but caches."""
+    import dagster as dg
+
+    from lineage_defs.run.substrates import Session
+    from lineage_defs.settings import LineageSettings
+
+    tag = uuid.uuid4().hex[:8]
+    home = dagster_home(tmp_path / "dagster_home", pg_dsn, f"dagster_{tag}")
+    lake_dsn = create_database(pg_dsn, f"lake_{tag}")
+    events_dsn = create_database(pg_dsn, f"events_{tag}")
+    root = tmp_path / "pipelines"
+    (root / "hooks").mkdir(parents=True)
+    (root / "hooks" / "posts.sql").write_text(HOOK)
+    (root / "kafka").mkdir(parents=True)
+    (root / "kafka" / "clicks.sql").write_text(KAFKA)
+    code = tmp_path / "code"
+    code.mkdir()
+    (tmp_path / "workspace.yaml").write_text(WORKSPACE)
+    port, broker, backend = _celery_config(code, 15)
+    kafka = Tansu(tmp_path)
+    shared = {
+        "LINEAGE_PIPELINES_DIR": str(root),
+        **lake_env(lake_dsn, s3_server, f"lake-{tag}"),
+        "LINEAGE_CELERY_BROKER_URL": broker,
+        "LINEAGE_CELERY_BACKEND_URL": backend,
+        "LINEAGE_EVENTS_DSN": events_dsn,
+        "LINEAGE_KAFKA_BOOTSTRAP": kafka.bootstrap,
+        "LINEAGE_WEBHOOK_SECRET_POSTS": SECRET,
+    }
+    n_posts, n_messages = 12, 150
+    redis = Supervised([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], tmp_path, {}, tmp_path / "redis.log")
+    daemon_env = machine_env(shared, tmp_path / "state-daemon", DAGSTER_HOME=str(home), PYTHONPATH=str(code), LINEAGE_SENSOR_INTERVAL="1")
+    daemon = Supervised([str(Path(DAGSTER).with_name("dagster-daemon")), "run", "-w", str(tmp_path / "workspace.yaml")], tmp_path, daemon_env, tmp_path / "daemon.log")
+    (tmp_path / "state-receiver").mkdir()
+    receiver = Receiver(tmp_path, root, tmp_path / "state-receiver", shared)
+    workers: dict[str, Supervised] = {}
+    with dg.DagsterInstance.from_config(str(home)) as instance:  # the instance's schema, made once before the daemon
+        try:
+            redis.start()
+            kafka.start()
+            kafka.create_topic("clicks", partitions=2)
+            wait_port(port, 30, redis.alive)
+            receiver.start()
+            for name in ("A", "B"):  # both start at once: the suite pays one worker startup
+                workers[name] = _worker(name, tmp_path, machine_env(shared, tmp_path / f"state-{name}"), code, wait=False)
+            for name, w in workers.items():
+                _ready(name, w)
+            begin = time.monotonic()
+            assert all(_post(receiver.url, i) == 202 for i in range(n_posts))
+            daemon.start()
+
+            def busy() -> str | None:
+                """The worker in the middle of the posts' step: its run logged STEP_START, the worker has not finished."""
+                started = [r for r in instance.get_run_records() if instance.get_records_for_run(r.dagster_run.run_id, of_type=dg.DagsterEventType.STEP_START).records]
+                for name, w in workers.items():
+                    log = _log(w)
+                    if started and log.count("received") > log.count("succeeded in"):
+                        return name
+                return None
+
+            def logs() -> str:
+                return daemon.log_tail(4000) + "".join(_log(w)[-2000:] for w in workers.values())
+
+            victim = wait_for("a batch's step on a worker", busy, 180, logs, 0.1)
+            time.sleep(0.5)  # inside the step's query
+            workers[victim].crash()
+            survivor = next(n for n in workers if n != victim)
+            # the messages come after the kill: the posts' step was the only one a worker could be running
+            kafka.produce("clicks", [{"n": i} for i in range(n_messages)], key=lambda v: str(v["n"]))
+
+            def rows(table: str) -> list[tuple[Any, ...]]:
+                settings = LineageSettings.from_env({**shared, "LINEAGE_STATE_DIR": str(tmp_path / "check")})
+                with Session(settings, skip=frozenset({"duckdb://warehouse"})) as s:
+                    known = s.conn.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'lake' AND table_name = $1", [table]).fetchone()
+                    if not known or not known[0]:
+                        return []
+                    return list(s.conn.execute(f"SELECT count(*), count(DISTINCT n), min(n), max(n) FROM lake.main.{table}").fetchall())
+
+            def settled() -> bool:
+                sensor_runs = instance.get_run_records()
+                return bool(sensor_runs) and all(r.dagster_run.is_finished for r in sensor_runs) and bool(rows("posts")) and bool(rows("clicks")) and (
+                    rows("posts")[0][0] >= n_posts and rows("clicks")[0][0] >= n_messages
+                )
+
+            wait_for(f"{n_posts} + {n_messages} rows and every run finished", settled, 240, logs, 1.0)
+            assert rows("posts") == [(n_posts, n_posts, 0, n_posts - 1)]
+            assert rows("clicks") == [(n_messages, n_messages, 0, n_messages - 1)]
+            records = instance.get_run_records()
+            assert records and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records), [(r.dagster_run.job_name, r.dagster_run.status) for r in records]
+            starts = {r.dagster_run.run_id: len(instance.all_logs(r.dagster_run.run_id, of_type=dg.DagsterEventType.STEP_START)) for r in records}
+            assert max(starts.values()) >= 2, ("the killed step ran again inside its run", starts)
+            assert "succeeded in" in _log(workers[survivor])
+            took = time.monotonic() - begin
+        finally:
+            daemon.stop()
+            for w in workers.values():
+                w.stop()
+            receiver.stop()
+            kafka.stop()
+            redis.stop()
+
+    # nothing on local disk but caches (and a worker's own schema copies, read only without an instance):
+    # no events.sqlite, no webhook inbox, no lake or warehouse file in any state dir
+    for d in sorted(tmp_path.glob("state-*")):
+        assert all(f.startswith(("cache/", "schemas/")) for f in files_under(d)), (d.name, files_under(d))
+    print(f"{n_posts} posts + {n_messages} messages over 2 workers, one killed: {len(records)} runs, step starts {sorted(starts.values())}, {took:.1f}s from the first post")
