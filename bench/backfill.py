@@ -441,9 +441,8 @@ def bench_celery(work: Path, start: dt.date, days: int, rows: int, workers: int,
                     raise SystemExit(out.decode(errors="replace")[-4000:])
 
         t = time.perf_counter()
-        # The first range run alone: it creates the table. Two first writes of a new DuckLake table at
-        # once conflict in the catalog ("Transaction conflict ... created by another transaction"), and
-        # the run layer does not retry that yet.
+        # The first range run alone: it creates the table (two first writes of a new DuckLake table at
+        # once conflict in the catalog and the later one is written again: a retry the figures leave out).
         wait([drive("driver-first", ranges[:1])])
         wait([drive(f"driver{i}", ranges[1:][i::drivers]) for i in range(drivers)])
         elapsed = time.perf_counter() - t

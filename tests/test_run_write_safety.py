@@ -434,3 +434,34 @@ def test_sigkill_mid_write_leaves_previous_contents(write_target: Any, state_dir
     with Session(LineageSettings(state_dir=str(state_dir), postgres_dsn=dsn or None)) as s:
         rows = s.conn.execute(f"SELECT name, _partition, count(*), sum(id) FROM {s.table_sql(t.uri)} GROUP BY ALL ORDER BY ALL").fetchall()
     assert rows == [("old", "p1", 1000, 499500), ("other", "p2", 10, 45)]
+
+
+# -- two writers creating one new DuckLake table ------------------------------------------------
+def test_two_writers_creating_one_new_ducklake_table_both_land(tmp_path: Path, pg_dsn: str) -> None:
+    """Runs on two workers write their first rows into a new table of a shared DuckLake at once: the
+    second COMMIT conflicts ("created by another transaction already") and the write is tried again
+    against the table the first one created, so both slices land (append) and nothing is lost."""
+    from scale_support import create_database
+
+    lake = {"ducklake_catalog": f"postgres:{create_database(pg_dsn, 'lake_conflict')}", "ducklake_data_path": str(tmp_path / "data") + "/"}
+    uri = "ducklake://main/new_events"
+    first = Session(LineageSettings(state_dir=str(tmp_path / "a"), **lake))
+    second = Session(LineageSettings(state_dir=str(tmp_path / "b"), **lake))
+    raced: list[int] = []
+
+    def other_worker_commits_first(_conn: Any) -> None:
+        # between our CREATE and our COMMIT, another process creates the same table and commits
+        if not raced:
+            raced.append(1)
+            second.conn.execute("CREATE TEMP TABLE slice AS SELECT 2 AS id, 'b' AS who")
+            assert write(second, WriteRequest(uri, "append", "slice")).rows == 1
+
+    try:
+        first.conn.execute("CREATE TEMP TABLE slice AS SELECT 1 AS id, 'a' AS who")
+        res = write(first, WriteRequest(uri, "append", "slice"), audit=other_worker_commits_first)
+        assert raced and res.rows == 1
+        got = first.conn.execute(f"SELECT id, who FROM {first.table_sql(uri)} ORDER BY id").fetchall()
+        assert got == [(1, "a"), (2, "b")]
+    finally:
+        first.close()
+        second.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lineage_defs import uris
+from lineage_defs.errors import RunError
 from lineage_defs.run.write import ledger
 from lineage_defs.run.write.base import Audit, WriteRequest, WriteResult
 from lineage_defs.run.write.context import Strategy, WriteContext, ident, prepare, result, rollback, split_qualified
@@ -22,9 +23,27 @@ if TYPE_CHECKING:
     from lineage_defs.run.substrates import Session
 
 FLAVORS = {"ducklake": "ducklake", "duckdb": "duckdb", "datatable": "postgres"}
+# Two processes (runs on two workers) creating one new DuckLake table at the same time: the second
+# COMMIT fails with "Transaction conflict ... created by another transaction already". The whole
+# write rolled back, so it is tried again: then the table exists and the strategy applies to it.
+CONFLICT_ATTEMPTS = 3
 
 
 def write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: Audit | None) -> WriteResult:
+    import duckdb
+
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            return _write_table(session, req, strategy, audit)
+        except RunError as e:
+            cause = e.__cause__
+            conflict = isinstance(cause, duckdb.TransactionException) and "conflict" in str(cause).lower()
+            if not conflict or FLAVORS[uris.parse(req.uri).kind] != "ducklake" or attempt == CONFLICT_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _write_table(session: Session, req: WriteRequest, strategy: Strategy, audit: Audit | None) -> WriteResult:
     flavor = FLAVORS[uris.parse(req.uri).kind]
     target = session.table_sql(req.uri)
     catalog, schema, table = split_qualified(target)
