@@ -62,7 +62,6 @@ bench: install
 	$(PY) bench/load.py
 	$(PY) bench/backfill.py
 	$(PY) bench/events.py
-	$(PY) bench/pull_sources.py
 	$(PY) bench/dbt.py
 	$(PY) bench/demo.py
 	$(PY) bench/openlineage_emit.py

@@ -56,6 +56,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 KAFKA_TARGET = 20_000
 WEBHOOK_TARGET = 1_000
+PULL_TARGET = 5_000
 
 STEP = """-- pipeline
 -- on kafka topic=bench.events
@@ -538,6 +539,7 @@ def main() -> None:
     ap.add_argument("--backlog", type=int, default=100_000, help="e2e: messages produced at once")
     ap.add_argument("--e2e-max-batch", type=int, default=None, help="e2e: the step's max_batch (default: the sensor's)")
     ap.add_argument("--keep", action="store_true", help="e2e: keep the folder with the daemon's log, the instance and the state")
+    ap.add_argument("--no-pull", action="store_true", help="leave out the pull sources (PostgreSQL, SQS, MQTT, NATS)")
     args = ap.parse_args()
     if args.e2e and args.keep:
         d = tempfile.mkdtemp(prefix="lineage-bench-e2e-")
@@ -551,6 +553,23 @@ def main() -> None:
         kafka_rows = bench_kafka(Path(d), args.messages, args.max_batch)
         bench_webhooks(Path(d), args.requests, args.clients, args.max_batch, kafka_rows)
         bench_email(Path(d), args.mails, args.mail_clients, args.max_batch, kafka_rows)
+        if not args.no_pull:
+            bench_pull(Path(d))
+
+
+def bench_pull(tmp: Path) -> None:
+    """Each pull kind's events/s drained, measured by bench/pull_sources.py's functions on their defaults."""
+    import pull_sources as pull
+
+    rates = {
+        "postgres": pull.bench_postgres(tmp, 100_000, 10),
+        "sqs": pull.bench_sqs(tmp, 500),
+        "mqtt": pull.bench_mqtt(tmp, 20_000),
+        "nats": pull.bench_nats(tmp, 20_000),
+    }
+    print("\nevents/s drained per pull kind (source → event store, acknowledged; target >= 5,000/s each):")
+    for kind, rate in rates.items():
+        print(f"    {kind:9s} {rate:9,.0f} events/s   {rate / PULL_TARGET:5.2f}x target")
 
 
 if __name__ == "__main__":
