@@ -40,9 +40,16 @@ def create_database(dsn: str, name: str) -> str:
 
 def dagster_home(path: Path, pg_dsn: str, dbname: str, extra: str = "") -> Path:
     """A DAGSTER_HOME whose storage is database ``dbname`` (created here) on the suite's PostgreSQL."""
+    from dagster import DagsterInstance
+
     create_database(pg_dsn, dbname)
     path.mkdir(parents=True)
     (path / "dagster.yaml").write_text(DAGSTER_YAML.format(url=pg_url(pg_dsn, dbname)) + extra)
+    # Dagster's tables are created once, before any process starts, as a deployment does
+    # (docs/deploy.md): processes opening an empty database at the same moment race on
+    # CREATE TABLE ("type \"jobs\" already exists").
+    with DagsterInstance.from_config(str(path)):
+        pass
     return path
 
 
