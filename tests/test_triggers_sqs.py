@@ -15,7 +15,6 @@ back from SQS after its visibility timeout and stores nothing new.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -32,7 +31,7 @@ from lineage_defs.parse import parse_header
 from lineage_defs.parse.model import Sqs
 from services import Daemon, wait_for
 from webserver import free_port
-from triggers_support import finished, runs, skip_reasons, stored, table_rows, write_steps
+from triggers_support import check_landed_once, stored, write_steps
 
 ENV = {"AWS_ACCESS_KEY_ID": "lineage-test-key", "AWS_SECRET_ACCESS_KEY": "lineage-test-secret", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -191,38 +190,8 @@ def test_sqs_messages_land_once_across_a_daemon_kill_and_malformed_ones_are_reje
         time.sleep(1)
         daemon.start()
         sender.join()
-        wait_for(f"{n + m} rows", lambda: len(table_rows(state, ROWS)) >= n + m, 240, logs)
-        instance = daemon.instance()
-        wait_for("all runs finished", lambda: finished(instance), 120, logs)
-
-        rows = table_rows(state, ROWS, "region, n")
-        assert sorted(r[1] for r in rows) == list(range(n + m)), "every good message exactly once"
-        assert all(r[0] == ["eu", "us"][r[1] % 2] for r in rows)
-        assert len({r.tags["lineage/batch"] for r in runs(instance, **{"dagster/sensor_name": SENSOR})}) >= 2
-
-        # 2. the malformed messages are stored as rejected with their reasons and named in the skip reason
-        from lineage_defs.events.store import EventStore
-
-        with EventStore(LineageSettings(state_dir=str(state)).events_store) as store:
-            count, rejected = store.rejected(STREAM, limit=10)
-            assert store.counts(STREAM)["events"] == n + m + 3
-        assert count == 3
-        reasons = sorted(r.reason for r in rejected)
-        assert any("not usable JSON" in r for r in reasons) and any("NaN is not JSON" in r for r in reasons), reasons
-        assert any('"abc\\n" holds characters' in r for r in reasons), reasons
-
-        def told() -> Any:
-            return next((r for r in skip_reasons(instance, SENSOR, 20) if "rejected" in r), None)
-
-        reason = wait_for("a skip reason naming the rejected messages", told, 60, logs)
-        assert "3 events rejected and will not run" in reason and reason.startswith("queue orders: read ")
-        listing = subprocess.run(
-            [str(Path(sys.executable).parent / "lineage-defs"), "events", "--stream", STREAM],
-            capture_output=True, text=True, timeout=120,
-            env={**os.environ, "LINEAGE_STATE_DIR": str(state), "LINEAGE_PIPELINES_DIR": str(pipelines), "DAGSTER_HOME": str(daemon.home)},
-        )
-        assert listing.returncode == 0, listing.stderr
-        assert f"{n + m + 3} events stored, {n + m} batched, 3 rejected" in listing.stdout and "NaN is not JSON" in listing.stdout
+        # every good message exactly once; the malformed ones stored as rejected, named in the skip reason
+        check_landed_once(daemon, pipelines, state, rows_uri=ROWS, stream=STREAM, sensor=SENSOR, source="queue orders", good=n + m, rejected=3)
         # 3. the queue is empty: every stored message was deleted
         attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
         assert attrs == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}

@@ -9,12 +9,28 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from lineage_defs.events.store import EventStore, NewEvent
-from lineage_defs.plan.spec import ScriptStep
+from lineage_defs.plan.spec import Project, ScriptStep
+from lineage_defs.settings import LineageSettings
+
+
+def receiver_project(env: Mapping[str, str], folder: str | None = None) -> tuple[LineageSettings, Project]:
+    """A receiver's settings and the project it serves (``--folder`` over ``LINEAGE_PIPELINES_DIR``);
+    a project with errors stops the receiver with them."""
+    from lineage_defs.errors import ProjectErrors
+    from lineage_defs.plan.project import load_project
+
+    settings = LineageSettings.from_env(env)
+    if folder:
+        settings = settings.replace(pipelines_dir=folder)
+    project = load_project(settings.pipelines_dir, settings)
+    if project.errors:
+        raise ProjectErrors(project.errors)
+    return settings, project
 
 
 def partition_rule(step: ScriptStep, partition_from: str | None) -> tuple[str | None, Callable[[str], str] | None]:

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lineage_defs.errors import ProjectErrors
 from lineage_defs.plan.graph import mailboxes
 from lineage_defs.plan.names import email_stream
-from lineage_defs.plan.project import load_project
 from lineage_defs.plan.spec import Project
-from lineage_defs.settings import LineageSettings
 from lineage_defs.triggers.email.receiver import Mailbox, serve_forever
-from lineage_defs.triggers.push import partition_rule
+from lineage_defs.triggers.push import partition_rule, receiver_project
 
 
 def build_mailboxes(project: Project) -> dict[str, Mailbox]:
@@ -32,12 +29,7 @@ def serve(host: str, port: int, env: Mapping[str, str], folder: str | None = Non
     import asyncio
     import sys
 
-    settings = LineageSettings.from_env(env)
-    if folder:
-        settings = settings.replace(pipelines_dir=folder)
-    project = load_project(settings.pipelines_dir, settings)
-    if project.errors:
-        raise ProjectErrors(project.errors)
+    settings, project = receiver_project(env, folder)
     boxes = build_mailboxes(project)
 
     def ready() -> None:

@@ -19,13 +19,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from lineage_defs.errors import ProjectErrors, RunError
+from lineage_defs.errors import RunError
 from lineage_defs.plan.graph import webhooks
 from lineage_defs.plan.names import hook_env, webhook_stream
-from lineage_defs.plan.project import load_project
 from lineage_defs.plan.spec import Project
-from lineage_defs.settings import LineageSettings
-from lineage_defs.triggers.push import partition_rule
+from lineage_defs.triggers.push import partition_rule, receiver_project
 from lineage_defs.triggers.webhook.app import DEFAULT_MAX_BYTES, Hook, make_app
 from lineage_defs.triggers.webhook.guard import Limits
 
@@ -80,12 +78,7 @@ def limits_from_env(env: Mapping[str, str]) -> Limits:
 
 
 def app_from_env(env: Mapping[str, str], folder: str | None = None) -> tuple[Any, dict[str, Hook], Limits]:
-    settings = LineageSettings.from_env(env)
-    if folder:
-        settings = settings.replace(pipelines_dir=folder)
-    project = load_project(settings.pipelines_dir, settings)
-    if project.errors:
-        raise ProjectErrors(project.errors)
+    settings, project = receiver_project(env, folder)
     hooks_ = build_hooks(project, env)
     max_bytes = int(env.get("LINEAGE_WEBHOOK_MAX_BYTES") or DEFAULT_MAX_BYTES)
     limits = limits_from_env(env)
