@@ -67,16 +67,26 @@ def _settings() -> LineageSettings:
     return LineageSettings.from_env(os.environ)  # what the parent op passed (LineageSettings.to_env)
 
 
-def _get_session() -> Any:
+_DEFAULTS = (("ducklake://main", "lake"), ("duckdb://warehouse", "warehouse"))
+
+
+def _get_session(writing: ScriptStep | None = None) -> Any:
+    """The script's one session. ``write`` alone (``writing``) attaches only the defaults the step names
+    (a lake-only step opens no warehouse file under the state dir); ``connect`` attaches both."""
     global _session
     if _session is None:
+        from lineage_defs.run.sql_step import unused_defaults
         from lineage_defs.run.substrates import Session
 
-        _session = Session(_settings())
+        _session = Session(_settings(), skip=unused_defaults(writing, code_may_name_any=False) if writing else frozenset())
         ctx = current()
         for catalog, file in ctx.step.attach if ctx else ():  # a dbt project's own DuckDB database the step reads
             _session.attach_file(file, catalog, Location(ctx.step.path) if ctx else None)
-        _session.use_warehouse()
+    if writing is None:
+        for substrate, alias in _DEFAULTS:
+            if substrate not in _session.aliases:
+                _session.attach(substrate, alias)
+    _session.use_warehouse()
     return _session
 
 
@@ -165,7 +175,7 @@ def write(data: Any) -> dict[str, Any]:
             _pipes.log.warning(message)
         else:
             print(message, file=sys.stderr, flush=True)
-    session = _get_session()
+    session = _get_session(step)
     ctx = current()
     # the run's batch id goes into the write's ledger: a retried run writes it once
     batch = RunBatch(ctx.batch, "", ()) if ctx is not None and ctx.batch else None

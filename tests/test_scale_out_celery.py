@@ -1,13 +1,17 @@
 """Steps on Celery workers (``LINEAGE_CELERY_BROKER_URL``), nothing shared on local disk.
 
 Every process has its own empty state dir: two Celery workers (``celery -A dagster_celery.app
-worker``, Debian's redis-server as the broker, started here) and three orchestrating processes that
-run one partition per run. Dagster and the DuckLake catalog are on the suite's PostgreSQL, the lake's
-data on the S3 server. A 30-partition backfill is 30 runs, one step each, spread over both workers:
-every partition is materialized once and both workers did work. Then the worker running a step is
-SIGKILLed (process group) in the middle of it and the other runs it again in the same run (rows once);
-a changed script meets on_schema_change=fail on a fresh worker. Afterwards each state dir holds only
-caches and its own schema copies.
+worker``, Debian's redis-server as the broker, started here), a ``dagster-webserver`` and a real
+``dagster-daemon`` (code server, backfill and run-queue daemons, run workers). Dagster and the DuckLake
+catalog are on the suite's PostgreSQL, the lake's data on the S3 server. A 30-partition backfill is
+launched as a data engineer launches it (``lineage-defs backfill``: GraphQL ``launchPartitionBackfill``
+on the webserver); the daemon's backfill daemon makes it 30 runs (a Python step: Dagster's default
+policy, one partition per run; a SQL step would be one range run), at most 4 at a time through the run
+queue, one step each, spread over both workers: every partition is materialized once and both workers
+did work. Then, from an orchestrating process of its own (``execute_job``), the worker running a step
+is SIGKILLed (process group) in the middle of it and the other runs it again in the same run (rows
+once); a changed script meets on_schema_change=fail on a fresh worker. Afterwards each state dir holds
+only caches and its own schema copies.
 
 The trigger side: a webhook receiver, a real ``dagster-daemon`` (sensors, code server, run workers)
 and two Celery workers, each with its own empty state dir, the event store on PostgreSQL
@@ -32,19 +36,25 @@ from typing import Any
 
 import pytest
 
-from scale_support import DAGSTER, create_database, dagster_home, files_under, lake_env, machine_env
+from scale_support import DAGSTER, LINEAGE_DEFS, create_database, dagster_home, files_under, lake_env, machine_env
 from services import Receiver, Supervised, Tansu, wait_for, wait_port
-from webserver import free_port
+from webserver import DagsterDev, free_port, wait_for_location
 
 pytestmark = pytest.mark.slow
 
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 DAYS = [f"2025-01-{d:02d}" for d in range(1, 31)]
+# A Python step: no BackfillPolicy, so a backfill is one run per partition (a SQL step's is one range run).
 ORDERS = """\
--- pipeline
--- partitioned daily start=2025-01-01
--- materialize ducklake://main/orders_{tag} on_schema_change=fail
-SELECT range AS id, $partition AS day FROM range(50)
+# pipeline
+# partitioned daily start=2025-01-01
+# materialize ducklake://main/orders_{tag} on_schema_change=fail
+import pyarrow as pa
+
+from lineage_defs import runtime
+
+day = runtime.partition().key
+runtime.write(pa.table(dict(id=list(range(50)), day=[day] * 50)))
 """
 # A partition long enough to be killed in the middle of.
 BIG = """\
@@ -53,7 +63,7 @@ BIG = """\
 -- materialize ducklake://main/big_{tag}
 SELECT range AS id, $partition AS day, md5(CAST(range AS VARCHAR)) AS h FROM range(3000000)
 """
-CHANGED = ORDERS.replace("AS day FROM", "AS day, 1 AS extra FROM")
+CHANGED = ORDERS.replace("day=[day] * 50)", "day=[day] * 50, extra=[1] * 50)")
 # The runs' job, importable by module name on every worker (workers rebuild it from this pointer).
 JOBS = """\
 import dagster as dg
@@ -73,7 +83,8 @@ def orders():
 def big():
     return defs.get_job_def("big")
 """
-# One orchestrating process: a run per partition it is given, each run's step sent to the workers.
+# One orchestrating process (the kill and schema-change phases): a run per partition it is given, each
+# run's step sent to the workers.
 DRIVER = """\
 import sys
 
@@ -138,16 +149,22 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
 
     tag = uuid.uuid4().hex[:8]
     home = dagster_home(tmp_path / "dagster_home", pg_dsn, f"dagster_{tag}")
+    # the daemon's run queue starts at most 4 runs at once (the backfill's 30 runs would otherwise all start together)
+    yaml = (home / "dagster.yaml").read_text()
+    queued = "  class: QueuedRunCoordinator\n  config:\n    max_concurrent_runs: 4\n    dequeue_interval_seconds: 1\n"
+    assert "  class: DefaultRunCoordinator\n" in yaml
+    (home / "dagster.yaml").write_text(yaml.replace("  class: DefaultRunCoordinator\n", queued))
     lake_dsn = create_database(pg_dsn, f"lake_{tag}")
     root = tmp_path / "pipelines"
     (root / "shop").mkdir(parents=True)
     (root / "heavy").mkdir(parents=True)
-    (root / "shop" / "orders.sql").write_text(ORDERS.format(tag=tag))
+    (root / "shop" / "orders.py").write_text(ORDERS.format(tag=tag))
     (root / "heavy" / "big.sql").write_text(BIG.format(tag=tag))
     code = tmp_path / "code"
     code.mkdir()
     (code / "lineage_celery_jobs.py").write_text(JOBS)
     (code / "driver.py").write_text(DRIVER)
+    (tmp_path / "workspace.yaml").write_text(WORKSPACE)
     port, broker, backend = _celery_config(code, 30)
     shared = {
         "LINEAGE_PIPELINES_DIR": str(root),
@@ -158,6 +175,12 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
     run_env = {**shared, "DAGSTER_HOME": str(home), "PYTHONPATH": str(code)}
     settings = LineageSettings.from_env({**shared, "LINEAGE_STATE_DIR": str(tmp_path / "check")})
     redis = Supervised([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], tmp_path, {}, tmp_path / "redis.log")
+    workspace = ["-w", str(tmp_path / "workspace.yaml")]
+    web_port = free_port()
+    webserver = DagsterDev([str(Path(DAGSTER).with_name("dagster-webserver")), "-h", "127.0.0.1", "-p", str(web_port), *workspace], tmp_path,
+                           machine_env(shared, tmp_path / "state-webserver", DAGSTER_HOME=str(home)), web_port, tmp_path / "webserver.log")  # fmt: skip
+    daemon = Supervised([str(Path(DAGSTER).with_name("dagster-daemon")), "run", *workspace], tmp_path,
+                        machine_env(shared, tmp_path / "state-daemon", DAGSTER_HOME=str(home)), tmp_path / "daemon.log")  # fmt: skip
     workers: dict[str, Supervised] = {}
     drivers: list[subprocess.Popen[str]] = []
 
@@ -165,17 +188,44 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
         return p.communicate(timeout=600)[0]
 
     try:
+        with dg.DagsterInstance.from_config(str(home)):  # the instance's schema, made once before the servers
+            pass
         redis.start()
+        webserver.start()  # its code server loads while the workers start
         wait_port(port, 30, redis.alive)
         for name in ("A", "B"):
-            workers[name] = _worker(name, tmp_path, machine_env(shared, tmp_path / f"state-{name}"), code)
+            workers[name] = _worker(name, tmp_path, machine_env(shared, tmp_path / f"state-{name}"), code, wait=False)
+        for name, w in workers.items():
+            _ready(name, w)
+        wait_for_location(webserver, "lineage_defs", 180)
 
-        # 1. a 30-partition backfill: 30 runs from three orchestrating processes, one step each
+        # 1. a 30-partition backfill launched on the webserver; the daemon's backfill daemon makes it 30
+        # runs (one partition each), its run queue starts them, each run's one step goes to the workers
         start = time.monotonic()
-        drivers = [_drive(tmp_path, run_env, code, f"run{i}", "orders", DAYS[i::3]) for i in range(3)]
-        for d, out in zip(drivers, [finish(d) for d in drivers]):
-            assert d.returncode == 0 and out.count(" ok ") == 10, out[-4000:]
-        backfill = time.monotonic() - start
+        launch = subprocess.run([LINEAGE_DEFS, "backfill", f"ducklake://main/orders_{tag}", "--from", DAYS[0], "--to", DAYS[-1], "--url", webserver.url],
+                                cwd=tmp_path, env=machine_env({}, tmp_path / "state-cli"), capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert launch.returncode == 0 and f"30 partitions of ducklake://main/orders_{tag}" in launch.stdout, launch.stdout + launch.stderr
+        backfill_id = launch.stdout.split()[1].rstrip(":")
+        daemon.start()  # after the launch: its backfill daemon's first pass (then one every 30 s) sees the backfill
+
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+
+            def finished() -> list[Any] | None:
+                runs = instance.get_run_records(dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
+                return runs if len(runs) == 30 and all(r.dagster_run.is_finished for r in runs) else None
+
+            def logs() -> str:
+                return daemon.log_tail(4000) + "".join(_log(w)[-2000:] for w in workers.values())
+
+            runs = wait_for("the backfill's 30 runs to finish", finished, 480, logs, 1.0)
+            backfill = time.monotonic() - start
+            assert all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in runs), [(r.dagster_run.tags.get("dagster/partition"), r.dagster_run.status) for r in runs]
+            assert sorted(r.dagster_run.tags.get("dagster/partition") for r in runs) == DAYS  # one run per partition
+            steps = [len(instance.all_logs(r.dagster_run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)) for r in runs]
+            assert steps == [1] * 30, steps
+            assert instance.get_materialized_partitions(dg.AssetKey(["ducklake", "main", f"orders_{tag}"])) == set(DAYS)
+        daemon.stop()
+        webserver.stop()
         done = {n: _log(w).count("succeeded in") for n, w in workers.items()}
         assert sum(done.values()) == 30 and all(done.values()), (done, backfill)
         with Session(settings, skip=frozenset({"duckdb://warehouse"})) as s:
@@ -209,7 +259,7 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
         # 3. a changed script on a fresh worker (workers keep the code they imported: restarted on a
         # deploy) with an empty state dir: on_schema_change=fail compares with the table the others wrote
         workers[survivor].stop()
-        (root / "shop" / "orders.sql").write_text(CHANGED.format(tag=tag))
+        (root / "shop" / "orders.py").write_text(CHANGED.format(tag=tag))
         workers["C"] = _worker("C", tmp_path, machine_env(shared, tmp_path / "state-C"), code)
         drivers = [_drive(tmp_path, run_env, code, "run-change", "orders", [DAYS[4]])]
         out = finish(drivers[0])
@@ -227,6 +277,9 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
             if d.poll() is None:
                 d.kill()
                 d.wait(10)
+        daemon.stop()
+        if webserver.alive():
+            webserver.stop()
         for w in workers.values():
             w.stop()
         redis.stop()
@@ -234,7 +287,7 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
     # no process read another's disk: each state dir holds its caches and its own schema copies only
     for d in sorted(tmp_path.glob("state-*")):
         assert all(f.startswith(("cache/", "schemas/")) for f in files_under(d)), (d.name, files_under(d))
-    print(f"backfill of 30 partitions over 2 workers: {backfill:.1f}s, steps per worker {done}")
+    print(f"backfill of 30 partitions (30 runs from dagster-daemon, 4 at a time) over 2 workers: {backfill:.1f}s from the launch, steps per worker {done}")
 
 
 # Event steps: each batch's step also hashes a few million values, long enough to be killed in the middle of.

@@ -103,18 +103,21 @@ def write_request(step: ScriptStep, target: str, window: PartitionWindow | None)
     )
 
 
-def _unused_defaults(step: ScriptStep) -> frozenset[str]:
+def unused_defaults(step: ScriptStep, code_may_name_any: bool = True) -> frozenset[str]:
     """Default substrates the step never names: not attached, so not locked.
 
     A step on a PostgreSQL-catalog lake, PostgreSQL or S3 then runs beside
-    others instead of queueing on the embedded files' lock.
+    others instead of queueing on the embedded files' lock (and a worker
+    keeps no warehouse file). A Python step's code is not read: it may name
+    either, unless ``code_may_name_any`` is off (``runtime.write`` alone:
+    ``runtime.connect`` attaches the rest when the code asks for it).
     """
     uris_used = [*step.outputs, *(d.uri for d in step.deps)]
     text = " ".join(s.sql for s in step.statements) + " " + " ".join(step.uses)
     skip = set()
     for substrate, alias in (("ducklake://main", "lake"), ("duckdb://warehouse", "warehouse")):
         named = any(u.startswith(substrate + "/") for u in uris_used) or re.search(rf"\b{alias}\b", text, re.IGNORECASE)
-        if not named and step.language != Language.PYTHON:
+        if not named and (step.language != Language.PYTHON or not code_may_name_any):
             skip.add(substrate)
     if step.uses or step.tests:
         skip.clear()  # macro libraries and data tests may name either
@@ -132,7 +135,7 @@ class StepRunner:
         stmts = _statements(step)
         own = uses_substrates([s for s, _, _ in stmts], Language.POSTGRES if step.language == Language.POSTGRES else Language.DUCKDB)
         self.owns_session = session is None
-        self.session = session or Session(settings, skip=frozenset(own) | _unused_defaults(step))
+        self.session = session or Session(settings, skip=frozenset(own) | unused_defaults(step))
         self.pg: Any = None
         try:
             self._prepare()
