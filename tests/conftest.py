@@ -335,3 +335,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     setattr(item, f"rep_{report.when}", report)
+
+
+# -- two test processes (`make test` runs pytest-xdist with --dist loadgroup) ---------------------
+# A module's tests stay on one process (its module-scoped services start once); the modules on the
+# suite's one `make demo` share a process, so it starts once. Longest modules go first, so neither
+# process is left with one long module at the end.
+SHARE_THE_DEMO = {"test_demo_webserver", "test_ui_browser"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.stem
+        item.add_marker(pytest.mark.xdist_group("demo" if module in SHARE_THE_DEMO else module))
