@@ -7,6 +7,7 @@ markdown entry of their own.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -52,26 +53,30 @@ def asset_metadata(step: AnyStep, uri: str, root: Path, translator: Any) -> dict
     with warnings.catch_warnings():  # code references are a beta API; the UI links the script with them
         warnings.simplefilter("ignore")
         meta["dagster/code_references"] = CodeReferencesMetadataValue(
-            code_references=[LocalFileCodeReference(file_path=str(root / step.path), line_number=1)]
+            code_references=[LocalFileCodeReference(file_path=os.path.join(root, step.path), line_number=1)]
         )
     if uri != step.uri:
         return meta
     table = table_name(uri)
     if table:
         meta["dagster/table_name"] = table
-    schema = column_schema(uri, step.output_columns, step.column_edges)
+    split = edges_into(uri, step.column_edges)  # once for the three entries (thousands of dbt models per load)
+    schema = column_schema(uri, step.output_columns, step.column_edges, split=split)
     if schema:
         meta["dagster/column_schema"] = schema
-    lineage = column_lineage(uri, step.column_edges, translator.asset_key)
+    lineage = column_lineage(uri, step.column_edges, translator.asset_key, split=split)
     if lineage:
         meta["dagster/column_lineage"] = lineage
-    table_md = lineage_markdown(uri, step.column_edges)
+    table_md = lineage_markdown(uri, step.column_edges, split=split)
     if table_md:
         meta["lineage/column_lineage"] = table_md
     return meta
 
 
-def edges_into(uri: str, edges: Sequence[ColumnEdge]) -> tuple[dict[str, list[ColumnEdge]], list[ColumnEdge]]:
+Split = tuple[dict[str, list[ColumnEdge]], list[ColumnEdge]]
+
+
+def edges_into(uri: str, edges: Sequence[ColumnEdge]) -> Split:
     """(edges by output column, scan edges) of the asset ``uri``."""
     by_col: dict[str, list[ColumnEdge]] = {}
     scans: list[ColumnEdge] = []
@@ -83,9 +88,9 @@ def edges_into(uri: str, edges: Sequence[ColumnEdge]) -> tuple[dict[str, list[Co
     return by_col, scans
 
 
-def column_lineage(uri: str, edges: Sequence[ColumnEdge], key: KEY_FN) -> TableColumnLineage | None:
+def column_lineage(uri: str, edges: Sequence[ColumnEdge], key: KEY_FN, split: Split | None = None) -> TableColumnLineage | None:
     """``dagster/column_lineage``: copy and mod edges only (a scan reaches every column)."""
-    by_col, _ = edges_into(uri, edges)
+    by_col, _ = split or edges_into(uri, edges)
     deps = {
         col: [TableColumnDep(asset_key=key(e.source_uri), column_name=e.source_column) for e in es if e.kind != EdgeKind.SCAN]
         for col, es in by_col.items()
@@ -99,9 +104,10 @@ def column_schema(
     columns: Sequence[str] | None,
     edges: Sequence[ColumnEdge],
     types: Mapping[str, str] | None = None,
+    split: Split | None = None,
 ) -> TableSchema | None:
     """``dagster/column_schema`` whose descriptions carry each column's lineage."""
-    by_col, _ = edges_into(uri, edges)
+    by_col, _ = split or edges_into(uri, edges)
     names = list(columns) if columns is not None else list(by_col)
     if not names:
         return None
@@ -117,9 +123,9 @@ def column_schema(
     )
 
 
-def lineage_markdown(uri: str, edges: Sequence[ColumnEdge]) -> MetadataValue | None:
+def lineage_markdown(uri: str, edges: Sequence[ColumnEdge], split: Split | None = None) -> MetadataValue | None:
     """A table of every edge into ``uri`` with its kind; scans listed once for the whole row."""
-    by_col, scans = edges_into(uri, edges)
+    by_col, scans = split or edges_into(uri, edges)
     if not by_col and not scans:
         return None
     rows = ["| column | kind | from |", "|---|---|---|"]

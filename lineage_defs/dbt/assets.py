@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from dagster import AssetCheckSpec, AssetDep, AssetsDefinition, AssetSpec, BackfillPolicy, multi_asset
@@ -45,12 +46,14 @@ def dbt_assets(ctx: BuildContext) -> list[AssetsDefinition]:
     return out
 
 
-def _spec(s: DbtStep, ctx: BuildContext, kinds: set[str], pdef: Any) -> AssetSpec:
+def _spec(s: DbtStep, ctx: BuildContext, kinds: set[str], pdef: Any, root: Path) -> AssetSpec:
     keys = ctx.keys
-    meta = asset_metadata(s, s.uri, ctx.root, keys)
+    meta = asset_metadata(s, s.uri, root, keys)
     meta["dagster/table_name"] = s.relation
     meta[UNIQUE_ID_KEY] = s.unique_id
-    spec = AssetSpec(
+    if s.default_profile:  # the model's relation is a warehouse table the lineage I/O manager loads
+        meta["dagster/io_manager_key"] = IO_MANAGER_KEY  # what AssetSpec.with_io_manager_key sets, without a copy per model
+    return AssetSpec(
         key=keys.asset_key(s.uri),
         deps=[AssetDep(keys.asset_key(d.uri), partition_mapping=partition_mapping(ctx.pdefs.get(d.uri), pdef)) for d in s.deps],
         description=keys.description(s),
@@ -62,8 +65,6 @@ def _spec(s: DbtStep, ctx: BuildContext, kinds: set[str], pdef: Any) -> AssetSpe
         automation_condition=ctx.conditions.get(s.name),
         code_version=s.code_version,  # the model's checksum, config, macros and the project's vars
     )
-    # on the embedded default a model's relation is a warehouse table the lineage I/O manager loads
-    return spec.with_io_manager_key(IO_MANAGER_KEY) if s.default_profile else spec
 
 
 def _checks(s: DbtStep, ctx: BuildContext) -> list[AssetCheckSpec]:
@@ -85,10 +86,11 @@ def project_assets(project: DbtProject, steps: Sequence[DbtStep], ctx: BuildCont
     """The multi-assets of one dbt project (models cascade like `trigger any` scripts)."""
     kinds = {"dbt", "duckdb"} if project.default_profile else {"dbt"}
     parts = groups(steps)
+    root = ctx.root
     out = []
     for suffix, group in parts:
         pdef = ctx.pdefs.get(group[0].uri) if suffix else None
-        specs = [_spec(s, ctx, kinds, pdef) for s in group]
+        specs = [_spec(s, ctx, kinds, pdef, root) for s in group]
         checks = [c for s in group for c in _checks(s, ctx)]
         selection = selection_args(project, group, whole_project=len(parts) == 1)
 
