@@ -53,7 +53,7 @@ $(SERVERS):
 	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get install -y -q mosquitto nats-server redis-server || (apt-get update -q && apt-get install -y -q mosquitto nats-server redis-server)'
 
 test: install browser servers
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --no-loadscope-reorder
 
 typecheck: install
 	$(VENV)/bin/mypy lineage_defs

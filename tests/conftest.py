@@ -337,14 +337,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     setattr(item, f"rep_{report.when}", report)
 
 
-# -- two test processes (`make test` runs pytest-xdist with --dist loadgroup) ---------------------
+# -- two test processes (`make test` runs pytest-xdist: -n 2 --no-loadscope-reorder) --------------------
 # A module's tests stay on one process (its module-scoped services start once); the modules on the
-# suite's one `make demo` share a process, so it starts once. Longest modules go first, so neither
-# process is left with one long module at the end.
-SHARE_THE_DEMO = {"test_demo_webserver", "test_ui_browser"}
+# suite's one `make demo` share a process, so it starts once. The longest modules go first (measured),
+# so neither process is left alone with a long module at the end. (A scheduler of our own rather
+# than `--dist loadgroup`: xdist 3.8 marks groups by rewriting node ids, which pytest 9.2 ignores.)
+SHARE_THE_DEMO = ("test_demo_webserver", "test_ui_browser")
+LONGEST_FIRST = (
+    "test_demo_walkthrough", "test_scale_out_celery", *SHARE_THE_DEMO, "test_triggers_exactly_once",
+    "test_dbt_assets", "test_dbt_real", "test_triggers_cascade", "test_triggers_kafka", "test_cli",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        module = item.path.stem
-        item.add_marker(pytest.mark.xdist_group("demo" if module in SHARE_THE_DEMO else module))
+    rank = {m: i for i, m in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: each module stays together
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "the demo" if Path(module).stem in SHARE_THE_DEMO else module
+
+    return ByModule(config, log)

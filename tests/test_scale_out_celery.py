@@ -217,7 +217,7 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
             def logs() -> str:
                 return daemon.log_tail(4000) + "".join(_log(w)[-2000:] for w in workers.values())
 
-            runs = wait_for("the backfill's 30 runs to finish", finished, 480, logs, 1.0)
+            runs = wait_for("the backfill's 30 runs to finish", finished, 900, logs, 1.0)
             backfill = time.monotonic() - start
             assert all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in runs), [(r.dagster_run.tags.get("dagster/partition"), r.dagster_run.status) for r in runs]
             assert sorted(r.dagster_run.tags.get("dagster/partition") for r in runs) == DAYS  # one run per partition
