@@ -67,9 +67,6 @@ def _settings() -> LineageSettings:
     return LineageSettings.from_env(os.environ)  # what the parent op passed (LineageSettings.to_env)
 
 
-_DEFAULTS = (("ducklake://main", "lake"), ("duckdb://warehouse", "warehouse"))
-
-
 def _get_session(writing: ScriptStep | None = None) -> Any:
     """The script's one session. ``write`` alone (``writing``) attaches only the defaults the step names
     (a lake-only step opens no warehouse file under the state dir); ``connect`` attaches both."""
@@ -83,7 +80,9 @@ def _get_session(writing: ScriptStep | None = None) -> Any:
         for catalog, file in ctx.step.attach if ctx else ():  # a dbt project's own DuckDB database the step reads
             _session.attach_file(file, catalog, Location(ctx.step.path) if ctx else None)
     if writing is None:
-        for substrate, alias in _DEFAULTS:
+        from lineage_defs.run.sql_step import DEFAULT_SUBSTRATES
+
+        for substrate, alias in DEFAULT_SUBSTRATES:
             if substrate not in _session.aliases:
                 _session.attach(substrate, alias)
     _session.use_warehouse()

@@ -103,6 +103,10 @@ def write_request(step: ScriptStep, target: str, window: PartitionWindow | None)
     )
 
 
+# The embedded default stores and the alias SQL and scripts name them by.
+DEFAULT_SUBSTRATES = (("ducklake://main", "lake"), ("duckdb://warehouse", "warehouse"))
+
+
 def unused_defaults(step: ScriptStep, code_may_name_any: bool = True) -> frozenset[str]:
     """Default substrates the step never names: not attached, so not locked.
 
@@ -115,7 +119,7 @@ def unused_defaults(step: ScriptStep, code_may_name_any: bool = True) -> frozens
     uris_used = [*step.outputs, *(d.uri for d in step.deps)]
     text = " ".join(s.sql for s in step.statements) + " " + " ".join(step.uses)
     skip = set()
-    for substrate, alias in (("ducklake://main", "lake"), ("duckdb://warehouse", "warehouse")):
+    for substrate, alias in DEFAULT_SUBSTRATES:
         named = any(u.startswith(substrate + "/") for u in uris_used) or re.search(rf"\b{alias}\b", text, re.IGNORECASE)
         if not named and (step.language != Language.PYTHON or not code_may_name_any):
             skip.add(substrate)
