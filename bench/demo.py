@@ -7,12 +7,13 @@
 example's topic, the webhook receiver, then `dagster dev -w workspace.yaml`.
 "Usable" is what `demo up` waits for before it prints `demo: ready`: the
 webserver answers GraphQL with the code location loaded, the broker and the
-receiver accept connections. Each round starts it on a fresh Dagster home and
-state dir (first start: every SQLite storage created, the example parsed and
+receiver accept connections, and the cascade sensor has finished its first
+tick (before it, a materialization cascades nothing). Each round starts it
+on a fresh Dagster home and state dir (first start: every SQLite storage created, the example parsed and
 its dbt project's manifest built, caches empty), stops it (`demo stop`), and
 starts it again on the same ones (second start). The peer is plain
 `dagster dev -w workspace.yaml` on a fresh home — what `make demo` ran before
-— timed to the same GraphQL answer. Ports are free ones; nothing is left
+— timed to the same GraphQL answers (location loaded, cascade ticked). Ports are free ones; nothing is left
 running.
 """
 
@@ -35,7 +36,7 @@ BIN = Path(sys.executable).parent
 sys.path.insert(0, str(REPO))
 
 from lineage_defs.demo.processes import launch_supervised, stop_group  # noqa: E402
-from lineage_defs.demo.up import LOCATION_QUERY  # noqa: E402
+from lineage_defs.demo.up import cascade_live, ui_ready  # noqa: E402
 
 
 def free_port() -> int:
@@ -45,13 +46,9 @@ def free_port() -> int:
 
 
 def loaded(port: int) -> bool:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": LOCATION_QUERY}).encode(), headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            entries = json.loads(resp.read())["data"]["workspaceOrError"]["locationEntries"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return bool(entries) and all(e["loadStatus"] == "LOADED" and (e["locationOrLoadError"] or {}).get("__typename") != "PythonError" for e in entries)
+    """What `demo: ready` waits for on the webserver: the location loaded, the cascade sensor ticked once."""
+    url = f"http://127.0.0.1:{port}"
+    return ui_ready(url) and cascade_live(url)
 
 
 def environment(root: Path) -> dict[str, str]:

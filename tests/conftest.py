@@ -130,6 +130,7 @@ def start_demo(root: Path, make: bool = False) -> Any:
     a browser. ``root / "state" / "demo"`` holds what `lineage-defs demo send` reads. With ``make``,
     through `make demo` itself (this Python's venv as the Makefile's, which `make install` finds up
     to date; the Makefile's variables take the environment's values)."""
+    from services import wait_for
     from webserver import DagsterDev, free_port, wait_for_location
 
     home = root / "home"
@@ -154,6 +155,8 @@ def start_demo(root: Path, make: bool = False) -> Any:
     server.start()
     try:
         wait_for_location(server, DEMO_LOCATION, 300)
+        # what the person reads before clicking: `demo: ready` (the cascade sensor has ticked too)
+        wait_for("demo: ready", lambda: "demo: ready in" in server.log_path.read_text(errors="replace"), 300, server.log_tail)
     except BaseException:
         stop_demo(server, root)
         raise

@@ -109,6 +109,17 @@ def skip_reasons(instance: Any, sensor: str, limit: int = 5) -> list[str]:
     return [t.skip_reason for t in ticks if t.skip_reason]
 
 
+def evaluated_once(instance: Any, sensor: str) -> bool:
+    """The sensor finished a tick (skipped or requested runs): an automation sensor's first tick only
+    records what exists, so an update counts for its conditions only once this holds."""
+    from dagster._core.scheduler.instigation import TickStatus
+
+    states = [s for s in instance.all_instigator_state() if s.name == sensor]
+    return bool(states) and bool(
+        instance.get_ticks(states[0].instigator_origin_id, states[0].selector_id, limit=1, statuses=[TickStatus.SKIPPED, TickStatus.SUCCESS])
+    )
+
+
 GOOD_REGIONS = ("eu", "us")
 
 

@@ -39,6 +39,10 @@ from lineage_defs.demo.instance import prepare_instance
 from lineage_defs.demo.processes import launch_supervised, stop_group
 from lineage_defs.errors import LineageDefsError, ProjectErrors
 
+CASCADE_QUERY = (
+    "{ repositoriesOrError { ... on RepositoryConnection { nodes { sensors { name"
+    " sensorState { ticks(limit: 1, statuses: [SKIPPED, SUCCESS]) { id } } } } } } }"
+)
 LOCATION_QUERY = "{ workspaceOrError { __typename ... on Workspace { locationEntries { name loadStatus locationOrLoadError { __typename ... on PythonError { message } } } } } }"
 
 
@@ -99,15 +103,22 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _ui_ready(url: str) -> bool:
-    """The webserver answers and the code location is loaded; raises on a load error (waiting is pointless)."""
-    req = urllib.request.Request(f"{url}/graphql", data=json.dumps({"query": LOCATION_QUERY}).encode(), headers={"Content-Type": "application/json"})
+def _graphql(url: str, query: str) -> dict[str, Any] | None:
+    """The webserver's answer to ``query`` (its ``data``); None while it does not answer."""
+    req = urllib.request.Request(f"{url}/graphql", data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
-            body = json.loads(resp.read())
+            return json.loads(resp.read()).get("data") or {}
     except (OSError, ValueError):
+        return None
+
+
+def ui_ready(url: str) -> bool:
+    """The webserver answers and the code location is loaded; raises on a load error (waiting is pointless)."""
+    data = _graphql(url, LOCATION_QUERY)
+    if data is None:
         return False
-    ws = (body.get("data") or {}).get("workspaceOrError") or {}
+    ws = data.get("workspaceOrError") or {}
     for entry in ws.get("locationEntries") or []:
         if entry["loadStatus"] != "LOADED":
             return False
@@ -115,6 +126,20 @@ def _ui_ready(url: str) -> bool:
         if loc.get("__typename") == "PythonError":
             raise LineageDefsError(f"the code location {entry['name']} failed to load: {loc.get('message', '')[:2000]}", fix="fix the pipelines (lineage-defs check) and start again")
     return bool(ws.get("locationEntries"))
+
+
+def cascade_live(url: str) -> bool:
+    """Every cascade sensor finished a tick. Its first tick only takes note of what exists (Dagster's
+    ``newly_updated`` compares a tick with the one before), so a step materialized earlier would
+    cascade nothing: the demo is ready once the cascade sees updates."""
+    from lineage_defs.sensors.cascade import SENSOR_NAME as CASCADE_SENSOR  # dagster: only once the UI is up
+
+    data = _graphql(url, CASCADE_QUERY)
+    if data is None:
+        return False
+    repos = (data.get("repositoriesOrError") or {}).get("nodes") or []
+    cascade = [s for r in repos for s in r.get("sensors") or [] if s["name"].startswith(CASCADE_SENSOR)]
+    return all((s.get("sensorState") or {}).get("ticks") for s in cascade)
 
 
 class Demo:
@@ -186,20 +211,12 @@ class Demo:
             for name, cred in state.credentials(self.settings.state_dir, hooks, self.env).items():
                 self.env[f"LINEAGE_WEBHOOK_TOKEN_{hook_env(name)}"] = cred.token
                 self.env[f"LINEAGE_WEBHOOK_SECRET_{hook_env(name)}"] = cred.secret
-            receiver = Service("webhooks", [str(bin_dir / "lineage-defs"), "webhooks", "serve", "--host", o.host, "--port", str(o.webhook_port)],
-                               self.env, self.dir / "webhooks.log", grace=5)
-            self._start(receiver)
-            wait_port(o.webhook_port, 120, receiver.alive, o.host)
-            webhooks_url = f"http://{o.host}:{o.webhook_port}"
+            webhooks_url = f"http://{self._receiver('webhooks', o.webhook_port)}"
             print(f"demo: webhook receiver on {webhooks_url} (hooks {', '.join(hooks)}; credentials in {self.dir / 'credentials.json'})", flush=True)
 
         email_url = None
         if boxes:
-            mail = Service("email", [str(bin_dir / "lineage-defs"), "email", "serve", "--host", o.host, "--port", str(o.email_port)],
-                           self.env, self.dir / "email.log", grace=5)
-            self._start(mail)
-            wait_port(o.email_port, 120, mail.alive, o.host)
-            email_url = f"smtp://{o.host}:{o.email_port}"
+            email_url = f"smtp://{self._receiver('email', o.email_port)}"
             print(f"demo: e-mail receiver on {email_url} (mailboxes {', '.join(boxes)}: mail to <mailbox>@ any domain)", flush=True)
 
         # dagster dev stops its webserver, daemon and code servers itself, in order, on SIGTERM
@@ -211,12 +228,12 @@ class Demo:
             webhooks=webhooks_url, hooks=hooks, email=email_url, mailboxes=boxes, groups={s.name: s.proc.pid for s in self.services},
         ))  # fmt: skip
         deadline = time.monotonic() + o.ready_timeout
-        while not _ui_ready(url):
+        while not (ui_ready(url) and cascade_live(url)):
             self._check_alive()
             if self.stopping.wait(1.0):
                 return 130
             if time.monotonic() > deadline:
-                raise LineageDefsError(f"the UI did not come up on {url} within {o.ready_timeout:.0f} s", fix="see dagster dev's output above")
+                raise LineageDefsError(f"the UI and the cascade sensor did not come up on {url} within {o.ready_timeout:.0f} s", fix="see dagster dev's output above")
         print(
             f"\ndemo: ready in {time.monotonic() - t0:.0f} s — UI {url}\n"
             + (f"  Kafka: lineage-defs demo send kafka      (topic {', '.join(sorted({t for ts in topics.values() for t in ts}))})\n" if topics else "")
@@ -228,6 +245,15 @@ class Demo:
         while not self.stopping.wait(0.5):
             self._check_alive()
         return 0
+
+    def _receiver(self, command: str, port: int) -> str:
+        """`lineage-defs <command> serve` (webhooks, email) on ``port``, once it accepts connections: host:port."""
+        o = self.options
+        argv = [str(Path(sys.executable).parent / "lineage-defs"), command, "serve", "--host", o.host, "--port", str(port)]
+        service = Service(command, argv, self.env, self.dir / f"{command}.log", grace=5)
+        self._start(service)
+        wait_port(port, 120, service.alive, o.host)
+        return f"{o.host}:{port}"
 
     def _dev_env(self) -> dict[str, str]:
         # `dagster dev` warns on every start that `dg dev` supersedes it (dagster-dg-cli, not a
