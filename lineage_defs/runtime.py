@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lineage_defs import uris
 from lineage_defs.errors import Location, RunError
 from lineage_defs.plan.spec import ScriptStep
 from lineage_defs.run.context import PartitionWindow
@@ -80,9 +81,7 @@ def _get_session(writing: ScriptStep | None = None) -> Any:
         for catalog, file in ctx.step.attach if ctx else ():  # a dbt project's own DuckDB database the step reads
             _session.attach_file(file, catalog, Location(ctx.step.path) if ctx else None)
     if writing is None:
-        from lineage_defs.run.sql_step import DEFAULT_SUBSTRATES
-
-        for substrate, alias in DEFAULT_SUBSTRATES:
+        for alias, substrate in uris.DEFAULT_CATALOGS.items():
             if substrate not in _session.aliases:
                 _session.attach(substrate, alias)
     _session.use_warehouse()

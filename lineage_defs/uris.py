@@ -18,6 +18,8 @@ from lineage_defs.errors import did_you_mean
 
 KINDS = ("ducklake", "duckdb", "datatable", "s3", "dbt")
 DEFAULT_AUTHORITY = {"ducklake": "main", "duckdb": "warehouse"}
+# The embedded default stores, by the catalog alias SQL, scripts and dbt-duckdb's default profile name them with.
+DEFAULT_CATALOGS = {"lake": f"ducklake://{DEFAULT_AUTHORITY['ducklake']}", "warehouse": f"duckdb://{DEFAULT_AUTHORITY['duckdb']}"}
 # S3 bucket names cannot hold '_', so this never collides with a real bucket.
 DEFAULT_BUCKET = "_default"
 PARTITION_TOKEN = "{partition}"

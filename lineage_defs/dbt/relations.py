@@ -17,7 +17,7 @@ from typing import Any
 from lineage_defs import uris
 
 # dbt-duckdb's default profile names the warehouse file `warehouse` and attaches the main lake as `lake`.
-DEFAULT_CATALOGS = {"warehouse": "duckdb://warehouse", "lake": "ducklake://main"}
+DEFAULT_CATALOGS = uris.DEFAULT_CATALOGS
 ASSET_TYPES = ("model", "seed", "snapshot")
 
 

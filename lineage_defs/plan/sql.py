@@ -261,7 +261,7 @@ class _Body:
 
     def __init__(self, dialect: str, pg_connection: str, schemas: dict[str, list[str]]) -> None:
         self.dialect, self.pg_connection = dialect, pg_connection
-        self.catalogs: dict[str, tuple[str, str] | None] = {"lake": ("ducklake", "main"), "warehouse": ("duckdb", "warehouse")}
+        self.catalogs: dict[str, tuple[str, str] | None] = {a: (s.partition("://")[0], s.partition("://")[2]) for a, s in uris.DEFAULT_CATALOGS.items()}
         self.default: tuple[str, str | None] = ("warehouse", None)  # USE changes it
         # `_events` is the runtime's TEMP table of a triggered run's batch, never an asset
         self.temps: set[str] = {EVENTS_TABLE}  # a triggered run's batch, in DuckDB and PostgreSQL steps alike

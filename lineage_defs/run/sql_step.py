@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lineage_defs import uris
 from lineage_defs.errors import Location, RunError
 from lineage_defs.parse.model import Language, Severity
 from lineage_defs.plan.schemas import record_schema
@@ -103,10 +104,6 @@ def write_request(step: ScriptStep, target: str, window: PartitionWindow | None)
     )
 
 
-# The embedded default stores and the alias SQL and scripts name them by.
-DEFAULT_SUBSTRATES = (("ducklake://main", "lake"), ("duckdb://warehouse", "warehouse"))
-
-
 def unused_defaults(step: ScriptStep, code_may_name_any: bool = True) -> frozenset[str]:
     """Default substrates the step never names: not attached, so not locked.
 
@@ -119,7 +116,7 @@ def unused_defaults(step: ScriptStep, code_may_name_any: bool = True) -> frozens
     uris_used = [*step.outputs, *(d.uri for d in step.deps)]
     text = " ".join(s.sql for s in step.statements) + " " + " ".join(step.uses)
     skip = set()
-    for substrate, alias in DEFAULT_SUBSTRATES:
+    for alias, substrate in uris.DEFAULT_CATALOGS.items():
         named = any(u.startswith(substrate + "/") for u in uris_used) or re.search(rf"\b{alias}\b", text, re.IGNORECASE)
         if not named and (step.language != Language.PYTHON or not code_may_name_any):
             skip.add(substrate)

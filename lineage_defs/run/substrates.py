@@ -73,10 +73,9 @@ class Session:
             self.aliases: dict[str, str] = {}
             self._s3_ready = False
             if attach_defaults:
-                if "ducklake://main" not in skip:
-                    self.attach("ducklake://main", "lake")
-                if "duckdb://warehouse" not in skip:
-                    self.attach("duckdb://warehouse", "warehouse")
+                for alias, substrate in uris.DEFAULT_CATALOGS.items():
+                    if substrate not in skip:
+                        self.attach(substrate, alias)
         except BaseException:
             if self.conn is not None:
                 self.conn.close()  # a half-built session must not keep the connection (or the files) open
