@@ -229,12 +229,17 @@ class Demo:
             webhooks=webhooks_url, hooks=hooks, email=email_url, mailboxes=boxes, groups={s.name: s.proc.pid for s in self.services},
         ))  # fmt: skip
         deadline = time.monotonic() + o.ready_timeout
-        while not (ui_ready(url) and cascade_live(url)):
+        while not ((ui_up := ui_ready(url)) and cascade_live(url)):
             self._check_alive()
             if self.stopping.wait(1.0):
                 return 130
             if time.monotonic() > deadline:
-                raise LineageDefsError(f"the UI and the cascade sensor did not come up on {url} within {o.ready_timeout:.0f} s", fix="see dagster dev's output above")
+                if not ui_up:
+                    raise LineageDefsError(f"the UI did not come up on {url} within {o.ready_timeout:.0f} s", fix="see dagster dev's output above")
+                raise LineageDefsError(
+                    f"the UI is up on {url}, but the cascade sensor finished no tick within {o.ready_timeout:.0f} s",
+                    fix="see the daemon's lines in dagster dev's output above, and the sensor's ticks in the UI (Automation → lineage_cascade)",
+                )
         print(
             f"\ndemo: ready in {time.monotonic() - t0:.0f} s — UI {url}\n"
             + (f"  Kafka: lineage-defs demo send kafka      (topic {', '.join(sorted({t for ts in topics.values() for t in ts}))})\n" if topics else "")
