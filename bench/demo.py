@@ -7,20 +7,19 @@
 example's topic, the webhook receiver, then `dagster dev -w workspace.yaml`.
 "Usable" is what `demo up` waits for before it prints `demo: ready`: the
 webserver answers GraphQL with the code location loaded, the broker and the
-receiver accept connections, and the cascade sensor has finished its first
-tick (before it, a materialization cascades nothing). Each round starts it
-on a fresh Dagster home and state dir (first start: every SQLite storage created, the example parsed and
-its dbt project's manifest built, caches empty), stops it (`demo stop`), and
-starts it again on the same ones (second start). The peer is plain
-`dagster dev -w workspace.yaml` on a fresh home — what `make demo` ran before
-— timed to the same GraphQL answers (location loaded, cascade ticked). Ports are free ones; nothing is left
-running.
+receivers accept connections, and the cascade sensor has finished its first
+tick (before it, a materialization cascades nothing). Each round starts it on
+a fresh Dagster home and state dir (first start: every SQLite storage created,
+the example parsed and its dbt project's manifest built, caches empty), stops
+it (`demo stop`), and starts it again on the same ones (second start). The
+peer is plain `dagster dev -w workspace.yaml` on a fresh home — what `make
+demo` ran before — timed to the same GraphQL answers (location loaded,
+cascade ticked). Ports are free ones; nothing is left running.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import socket
@@ -28,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
