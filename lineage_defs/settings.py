@@ -67,7 +67,6 @@ ENV_PREFIXES = {
     "postgres_dsns": "LINEAGE_PG_DSN_",
     "ducklake_catalogs": "LINEAGE_DUCKLAKE_CATALOG_",
     "ducklake_data_paths": "LINEAGE_DUCKLAKE_DATA_PATH_",
-    "nats_urls": "LINEAGE_NATS_URL_",
 }
 # May hold a password or key: never shown in the UI, logs or errors.
 SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key", "events_dsn", "celery_broker_url", "celery_backend_url")
@@ -113,7 +112,6 @@ class LineageSettings:
     # each trigger source's connections (``triggers.sources``: its ``env`` variable, ``<env>[_<CONNECTION>]``):
     # source keyword → connection (lower case; "default") → address, e.g. {"kafka": {"default": "host:9092"}}
     connections: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    nats_urls: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → nats://host:port[,…]
     # the e-mail receiver refuses a larger message with 552 (SMTP SIZE); 10 MiB: a mail with a few attachments
     email_max_bytes: int = 10 * 1024 * 1024
     cascade_interval: int = 15  # seconds between evaluations of the cascade
@@ -165,8 +163,6 @@ class LineageSettings:
             if f in SECRET_FIELDS and values[f]:
                 secret_env[f] = prefix
         values["connections"] = _connections(e)
-        if e.get("LINEAGE_NATS_URL"):
-            values["nats_urls"]["default"] = e["LINEAGE_NATS_URL"]
         interval = e.get("LINEAGE_SENSOR_INTERVAL")
         if interval:
             values["cascade_interval"] = values["event_interval"] = _positive_int(interval, "LINEAGE_SENSOR_INTERVAL")
@@ -300,14 +296,6 @@ class LineageSettings:
         from lineage_defs.triggers.sources import BY_KEYWORD
 
         return BY_KEYWORD[source].connection_env(name)
-
-    def nats_url(self, connection: str) -> str | None:
-        """``nats://host:port[,…]`` of a NATS connection (``LINEAGE_NATS_URL[_<CONNECTION>]``); None: not configured."""
-        return self.nats_urls.get(connection.lower())
-
-    @staticmethod
-    def nats_env(connection: str) -> str:
-        return "LINEAGE_NATS_URL" + ("" if connection == "default" else f"_{connection.upper()}")
 
 
 def _connections(e: Mapping[str, str]) -> dict[str, dict[str, str]]:

@@ -11,7 +11,6 @@ import datetime as dt
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
 
 from lineage_defs.errors import AnnotationError, Location, did_you_mean
 from lineage_defs.parse.header import leading_comments
@@ -35,7 +34,6 @@ from lineage_defs.parse.model import (
     DataTest,
     Freshness,
     Header,
-    Nats,
     Language,
     Materialize,
     PartitionKind,
@@ -89,15 +87,6 @@ def _on(ln: _Line, args: list[Token]) -> None:
             ln.error(_value_at(tok), f"bad cron expression '{cron}'", 'write five fields, e.g. cron="0 6 * * *"')
             return
         ln.b.add("schedules", Schedule(str(cron), o.get("tz"), ln.loc()))  # type: ignore[arg-type]
-    elif head.text == "nats":
-        example = "orders.created stream=ORDERS"
-        o = _source_options(ln, rest, "nats", "subject", example, {"subject": ln.nats_subject, "stream": ln.nats_stream, "connection": ln.connection})
-        if o is None:
-            return
-        if "stream" not in o:
-            ln.error(None, "'on nats' needs stream= (the JetStream stream holding the subject)", f"write on nats subject={o['subject']} stream=ORDERS")
-            return
-        ln.b.add("events", Nats(str(o["subject"]), str(o["stream"]), str(o.get("connection", "default")), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
     elif head.text in sources.BY_KEYWORD:
         trigger = _source_line(ln, sources.BY_KEYWORD[head.text], rest)
         if trigger is not None:
@@ -115,8 +104,8 @@ def _on(ln: _Line, args: list[Token]) -> None:
 
 
 def _keywords() -> tuple[str, ...]:
-    """The trigger sources' keywords, in the order messages list them (the table's; nats until it joins it)."""
-    return tuple(k for s in sources.SOURCES for k in ((s.keyword, "nats") if s.keyword == "mqtt" else (s.keyword,)))
+    """The trigger sources' keywords, in the order messages list them (the table's)."""
+    return tuple(s.keyword for s in sources.SOURCES)
 
 
 def _source_line(ln: _Line, source: Source, rest: list[Token]) -> object | None:
@@ -162,18 +151,6 @@ def _check(ln: _Line, steps: tuple[str | Check, ...]) -> Callable[[Token], objec
         return value
 
     return check
-
-
-def _source_options(ln: _Line, rest: list[Token], kind: str, required: str, example: str, own: dict[str, Any]) -> dict[str, Any] | None:
-    """The options of a pull source's ``on <kind> <required>=…`` line (``own`` beside the options every
-    source takes: partition_from=, max_batch=); None once an error is reported."""
-    o = ln.options(rest, {required: ln.text, **own, "partition_from": ln.partition_from, "max_batch": ln.integer}, what=f"on {kind}")
-    if o is None:
-        return None
-    if required not in o:
-        ln.error(None, f"'on {kind}' needs {required}=", f"write on {kind} {required}={example}")
-        return None
-    return o
 
 
 def _valid_cron(cron: str) -> bool:

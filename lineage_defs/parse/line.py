@@ -163,25 +163,6 @@ class _Line:
             self.error(_value_at(t), e.message, e.fix)
             return None
 
-    def nats_subject(self, t: Token) -> str | None:
-        """A NATS subject: tokens split by ``.``, ``*`` only as a whole token, ``>`` only as the whole last one."""
-        v = t.value
-        tokens = v.split(".")
-        if all(tk and (tk in ("*", ">") or not ("*" in tk or ">" in tk)) for tk in tokens) and ">" not in tokens[:-1]:
-            return v
-        fixed = ".".join("*" if "*" in tk else (">" if ">" in tk else tk) for tk in tokens if tk)
-        fixed = fixed.split(">", 1)[0] + ">" if ">" in fixed else fixed
-        self.error(_value_at(t), f"bad NATS subject '{v}'", f"write tokens split by '.', '*' for one whole token and '>' only for the whole last one, e.g. subject={fixed or 'orders.created'}")
-        return None
-
-    def nats_stream(self, t: Token) -> str | None:
-        """A JetStream stream name (no '.', '*', '>', '/' or spaces: letters, digits, - and _)."""
-        if _NATS_STREAM.fullmatch(t.value):
-            return t.value
-        fixed = re.sub(r"[^A-Za-z0-9_-]", "_", t.value) or "ORDERS"
-        self.error(_value_at(t), f"bad JetStream stream name '{t.value}'", f"use letters, digits, - and _ only, e.g. stream={fixed}")
-        return None
-
     def connection(self, t: Token) -> str | None:
         """A connection name: the suffix of its environment variables (``LINEAGE_…_<CONNECTION>``)."""
         if _CONNECTION.fullmatch(t.value):
@@ -198,7 +179,6 @@ class _Line:
 
 
 _CONNECTION = re.compile(r"[A-Za-z0-9_]+")
-_NATS_STREAM = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
 
 def _options_fix(allowed: Mapping[str, object], flags: tuple[str, ...], what: str) -> str:

@@ -14,6 +14,7 @@ from lineage_defs.errors import Location
 from lineage_defs.triggers.email.source import Email
 from lineage_defs.triggers.kafka.source import Kafka
 from lineage_defs.triggers.mqtt.source import Mqtt
+from lineage_defs.triggers.nats.source import Nats
 from lineage_defs.triggers.postgres.source import Postgres
 from lineage_defs.triggers.sources import RECORDS
 from lineage_defs.triggers.sqs.source import Sqs
@@ -76,24 +77,12 @@ class Schedule:
     at: Location
 
 
-@dataclass(frozen=True)
-class Nats:
-    """``on nats subject=<subject> stream=<stream> [connection=…]``."""
-
-    subject: str  # tokens split by ., * for one whole token, > as the last
-    stream: str  # the JetStream stream holding the subject
-    connection: str
-    partition_from: str | None
-    max_batch: int | None
-    at: Location
-
-
 # One parsed ``on <source>`` line: a union of the table's records at run time (the plan's
 # codec reads it to store headers), the records' common protocol for the type checker.
 if TYPE_CHECKING:
     from lineage_defs.triggers.source import Trigger as EventTrigger
 else:
-    EventTrigger = Union[(*RECORDS, Nats)]  # noqa: UP007 (a union built from the table)
+    EventTrigger = Union[RECORDS]  # noqa: UP007 (a union built from the table)
 
 class PartitionKind(StrEnum):
     HOURLY = "hourly"

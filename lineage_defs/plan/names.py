@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from lineage_defs.parse.model import EventTrigger, Nats
+from lineage_defs.parse.model import EventTrigger
 from lineage_defs.triggers.sources import source_of
 from lineage_defs.triggers.webhook.source import hook_name as hook_name
 
@@ -30,15 +30,8 @@ def hook_env(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
 
 
-def nats_stream(step_name: str, stream: str, subject: str) -> str:
-    """The event store's stream of one step's NATS subject in a JetStream stream."""
-    return f"nats:{step_name}:{stream}:{subject}"
-
-
 def stream_of(step_name: str, trigger: EventTrigger) -> str:
     """The event store's stream an `on <source>` line of a step feeds (named by its source's row)."""
-    if isinstance(trigger, Nats):
-        return nats_stream(step_name, trigger.stream, trigger.subject)
     return source_of(trigger).stream(step_name, trigger)
 
 

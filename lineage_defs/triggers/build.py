@@ -16,8 +16,6 @@ from typing import Any
 from dagster import AssetKey, PartitionsDefinition, SensorDefinition, SensorResult
 
 from lineage_defs.events.store import EventStore
-from lineage_defs.parse.model import Nats
-from lineage_defs.plan.names import stream_of
 from lineage_defs.plan.spec import ScriptStep
 from lineage_defs.settings import LineageSettings
 from lineage_defs.triggers.keys import default_source, partition_function
@@ -32,15 +30,11 @@ def event_sensors(step: ScriptStep, keys: Sequence[AssetKey], pdef: PartitionsDe
     out: list[SensorDefinition] = []
     seen: set[str] = set()
     for t in step.events:
-        stream = stream_of(step.name, t)
+        source = source_of(t)
+        stream = source.stream(step.name, t)
         if stream not in seen:
             seen.add(stream)
-            if isinstance(t, Nats):
-                from lineage_defs.triggers.nats.sensor import nats_sensor
-
-                out.append(nats_sensor(step, t, keys, pdef, settings))
-                continue
-            out.append(source_sensor(source_of(t), step, t, keys, pdef, settings))
+            out.append(source_sensor(source, step, t, keys, pdef, settings))
     return out
 
 

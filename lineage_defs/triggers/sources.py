@@ -14,13 +14,14 @@ from typing import Any
 from lineage_defs.triggers.email.source import SOURCE as EMAIL
 from lineage_defs.triggers.kafka.source import SOURCE as KAFKA
 from lineage_defs.triggers.mqtt.source import SOURCE as MQTT
+from lineage_defs.triggers.nats.source import SOURCE as NATS
 from lineage_defs.triggers.postgres.source import SOURCE as POSTGRES
 from lineage_defs.triggers.source import Source
 from lineage_defs.triggers.sqs.source import SOURCE as SQS
 from lineage_defs.triggers.webhook.source import SOURCE as WEBHOOK
 
 # In the order the parser's messages list them.
-SOURCES: tuple[Source, ...] = (KAFKA, SQS, POSTGRES, MQTT, WEBHOOK, EMAIL)
+SOURCES: tuple[Source, ...] = (KAFKA, SQS, POSTGRES, MQTT, NATS, WEBHOOK, EMAIL)
 
 BY_KEYWORD: dict[str, Source] = {s.keyword: s for s in SOURCES}
 BY_RECORD: dict[type, Source] = {s.record: s for s in SOURCES}
