@@ -25,6 +25,7 @@ from typing import Any
 from lineage_defs import uris
 from lineage_defs.errors import RunError
 from lineage_defs.events.store import is_dsn
+from lineage_defs.triggers import sources  # the trigger sources' rows: plain data, no clients
 
 DEFAULT_PIPELINES_DIR = "pipelines"
 DEFAULT_STATE_DIR = ".lineage"
@@ -293,17 +294,13 @@ class LineageSettings:
     @staticmethod
     def connection_env(source: str, name: str) -> str:
         """The variable holding it: ``connection_env("kafka", "crm")`` → ``LINEAGE_KAFKA_BOOTSTRAP_CRM``."""
-        from lineage_defs.triggers.sources import BY_KEYWORD
-
-        return BY_KEYWORD[source].connection_env(name)
+        return sources.BY_KEYWORD[source].connection_env(name)
 
 
 def _connections(e: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """Each trigger source's ``<env>_<CONNECTION>`` variables, then ``<env>`` itself as the default connection."""
-    from lineage_defs.triggers.sources import SOURCES  # plain data: the sources' rows, no clients
-
     out: dict[str, dict[str, str]] = {}
-    for source in SOURCES:
+    for source in sources.SOURCES:
         if source.env is None or not source.settings_field:
             continue
         prefix = source.env + "_"
