@@ -10,7 +10,7 @@ the sensor builder (``build``). What they share: the loop every pull source
 runs (``pull``), the durable event store (``lineage_defs.events``), the sensor
 that cuts stored events into batches and asks for runs (``sensor``), and event
 values → partition keys (``keys``). To add a source: a folder here with its
-``source.py``, one line in ``sources.SOURCES``, and its docs.
+``source.py``, its entry in ``sources.SOURCES``, and its docs.
 
 Importing this package imports nothing (the parser reads ``sources`` without Dagster).
 """

@@ -4,7 +4,8 @@ The parser (``on <keyword>`` lines), the settings (each source's connection
 variables), the naming of streams and sensors (``plan.names``) and the sensor
 builder (``triggers.build``) read this table and nothing else about a source.
 Adding a source: a folder with its ``source.py`` (a record and a ``Source``,
-see ``triggers.source``) and what runs on a tick, one line here, and its docs.
+see ``triggers.source``) and what runs on a tick, its entry here (the import
+and ``SOURCES``), and its docs.
 """
 
 from __future__ import annotations
