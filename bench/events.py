@@ -109,7 +109,7 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from lineage_defs.events.store import EventStore
-    from lineage_defs.plan.names import kafka_stream
+    from lineage_defs.plan.names import stream_of
     from lineage_defs.plan.project import load_project
     from lineage_defs.settings import LineageSettings
     from lineage_defs.triggers.kafka.drain import KafkaSource, drain
@@ -141,7 +141,7 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
         settings = LineageSettings(state_dir=str(state), pipelines_dir=str(pipes))
         project = load_project(pipes, settings)
         step = project.scripts[0]
-        stream = kafka_stream(step.name, "bench.events")
+        stream = stream_of(step.name, step.events[0])
 
         # 1. broker → event store (what a sensor tick does)
         t0 = time.perf_counter()

@@ -25,6 +25,7 @@ from typing import Any
 from lineage_defs import uris
 from lineage_defs.errors import RunError
 from lineage_defs.events.store import is_dsn
+from lineage_defs.triggers import sources  # the trigger sources' rows: plain data, no clients
 
 DEFAULT_PIPELINES_DIR = "pipelines"
 DEFAULT_STATE_DIR = ".lineage"
@@ -67,10 +68,6 @@ ENV_PREFIXES = {
     "postgres_dsns": "LINEAGE_PG_DSN_",
     "ducklake_catalogs": "LINEAGE_DUCKLAKE_CATALOG_",
     "ducklake_data_paths": "LINEAGE_DUCKLAKE_DATA_PATH_",
-    "kafka_bootstrap": "LINEAGE_KAFKA_BOOTSTRAP_",
-    "sqs_endpoints": "LINEAGE_SQS_ENDPOINT_URL_",
-    "mqtt_urls": "LINEAGE_MQTT_URL_",
-    "nats_urls": "LINEAGE_NATS_URL_",
 }
 # May hold a password or key: never shown in the UI, logs or errors.
 SECRET_FIELDS = ("postgres_dsn", "postgres_dsns", "ducklake_catalog", "ducklake_catalogs", "s3_access_key_id", "s3_secret_access_key", "events_dsn", "celery_broker_url", "celery_backend_url")
@@ -113,11 +110,9 @@ class LineageSettings:
     # The event store on PostgreSQL ("host=... dbname=..." or postgresql://...): receivers, sensors and
     # runs on several machines share it. Unset: SQLite under the state dir (one machine).
     events_dsn: str | None = None
-    kafka_bootstrap: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → host:port,…
-    # connection (lower case; "default") → SQS endpoint URL; the default connection without one is AWS itself
-    sqs_endpoints: Mapping[str, str] = field(default_factory=dict)
-    mqtt_urls: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → mqtt://host:port
-    nats_urls: Mapping[str, str] = field(default_factory=dict)  # connection (lower case; "default") → nats://host:port[,…]
+    # each trigger source's connections (``triggers.sources``: its ``env`` variable, ``<env>[_<CONNECTION>]``):
+    # source keyword → connection (lower case; "default") → address, e.g. {"kafka": {"default": "host:9092"}}
+    connections: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # the e-mail receiver refuses a larger message with 552 (SMTP SIZE); 10 MiB: a mail with a few attachments
     email_max_bytes: int = 10 * 1024 * 1024
     cascade_interval: int = 15  # seconds between evaluations of the cascade
@@ -168,14 +163,7 @@ class LineageSettings:
             values[f] = {k[len(prefix):].lower(): v for k, v in e.items() if k.startswith(prefix) and v}
             if f in SECRET_FIELDS and values[f]:
                 secret_env[f] = prefix
-        if e.get("LINEAGE_KAFKA_BOOTSTRAP"):
-            values["kafka_bootstrap"]["default"] = e["LINEAGE_KAFKA_BOOTSTRAP"]
-        if e.get("LINEAGE_SQS_ENDPOINT_URL"):
-            values["sqs_endpoints"]["default"] = e["LINEAGE_SQS_ENDPOINT_URL"]
-        if e.get("LINEAGE_MQTT_URL"):
-            values["mqtt_urls"]["default"] = e["LINEAGE_MQTT_URL"]
-        if e.get("LINEAGE_NATS_URL"):
-            values["nats_urls"]["default"] = e["LINEAGE_NATS_URL"]
+        values["connections"] = _connections(e)
         interval = e.get("LINEAGE_SENSOR_INTERVAL")
         if interval:
             values["cascade_interval"] = values["event_interval"] = _positive_int(interval, "LINEAGE_SENSOR_INTERVAL")
@@ -297,40 +285,31 @@ class LineageSettings:
             return f"s3://{self.s3_bucket}/{key}"
         return str(self.objects_dir / key)
 
-    def kafka_brokers(self, connection: str) -> str | None:
-        """``host:port,…`` of a Kafka connection (``LINEAGE_KAFKA_BOOTSTRAP[_<CONNECTION>]``)."""
-        return self.kafka_bootstrap.get(connection.lower()) or (self.kafka_bootstrap.get("default") if connection == "default" else None)
+    # -- trigger sources ----------------------------------------------------
+    def connection(self, source: str, name: str) -> str | None:
+        """A trigger source's connection address (``connection=<name>`` of ``on <source>``; None: not configured),
+        from ``<env>[_<NAME>]`` of its row in ``triggers.sources``: ``connection("kafka", "default")`` → host:port,…"""
+        return self.connections.get(source, {}).get(name.lower())
 
     @staticmethod
-    def kafka_env(connection: str) -> str:
-        return "LINEAGE_KAFKA_BOOTSTRAP" + ("" if connection == "default" else f"_{connection.upper()}")
+    def connection_env(source: str, name: str) -> str:
+        """The variable holding it: ``connection_env("kafka", "crm")`` → ``LINEAGE_KAFKA_BOOTSTRAP_CRM``."""
+        return sources.BY_KEYWORD[source].connection_env(name)
 
-    def sqs_endpoint(self, connection: str) -> tuple[bool, str | None]:
-        """(configured, endpoint URL) of an SQS connection (``LINEAGE_SQS_ENDPOINT_URL[_<CONNECTION>]``).
 
-        The default connection needs no variable (boto3's own endpoint: AWS); a named one does."""
-        url = self.sqs_endpoints.get(connection.lower())
-        return (url is not None or connection == "default"), url
-
-    @staticmethod
-    def sqs_env(connection: str) -> str:
-        return "LINEAGE_SQS_ENDPOINT_URL" + ("" if connection == "default" else f"_{connection.upper()}")
-
-    def mqtt_url(self, connection: str) -> str | None:
-        """``mqtt://host:port`` of an MQTT connection (``LINEAGE_MQTT_URL[_<CONNECTION>]``); None: not configured."""
-        return self.mqtt_urls.get(connection.lower())
-
-    @staticmethod
-    def mqtt_env(connection: str) -> str:
-        return "LINEAGE_MQTT_URL" + ("" if connection == "default" else f"_{connection.upper()}")
-
-    def nats_url(self, connection: str) -> str | None:
-        """``nats://host:port[,…]`` of a NATS connection (``LINEAGE_NATS_URL[_<CONNECTION>]``); None: not configured."""
-        return self.nats_urls.get(connection.lower())
-
-    @staticmethod
-    def nats_env(connection: str) -> str:
-        return "LINEAGE_NATS_URL" + ("" if connection == "default" else f"_{connection.upper()}")
+def _connections(e: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Each trigger source's ``<env>_<CONNECTION>`` variables, then ``<env>`` itself as the default connection."""
+    out: dict[str, dict[str, str]] = {}
+    for source in sources.SOURCES:
+        if source.env is None or not source.settings_field:
+            continue
+        prefix = source.env + "_"
+        found = {k[len(prefix):].lower(): v for k, v in e.items() if k.startswith(prefix) and v}
+        if e.get(source.env):
+            found["default"] = e[source.env]
+        if found:
+            out[source.keyword] = found
+    return out
 
 
 def _positive_int(text: str, name: str) -> int:

@@ -84,7 +84,7 @@ def test_json_nested_at_the_limit_is_read() -> None:
 
 def test_the_kafka_partition_function_turns_any_failure_into_a_reason() -> None:
     """Whatever a message holds, the drain gets (None, reason) — never an exception that stalls the topic."""
-    from lineage_defs.triggers.kafka.sensor import partition_function
+    from lineage_defs.triggers.keys import partition_function
 
     of = partition_function("json:$.region", DynamicPartitionsDefinition(name="x"))
     assert of(None, b'{"region": "eu"}', [], 0) == ("eu", None)

@@ -82,7 +82,7 @@ def test_the_mqtt_sensor_is_running_names_its_topic_and_says_what_to_set(tmp_pat
 
 def test_settings_read_the_mqtt_urls() -> None:
     s = LineageSettings.from_env({"LINEAGE_MQTT_URL": "mqtt://a:1883", "LINEAGE_MQTT_URL_IOT": "mqtt://b:1884"})
-    assert (s.mqtt_url("default"), s.mqtt_url("iot"), s.mqtt_url("IOT"), s.mqtt_url("other")) == ("mqtt://a:1883", "mqtt://b:1884", "mqtt://b:1884", None)
+    assert (s.connection("mqtt", "default"), s.connection("mqtt", "iot"), s.connection("mqtt", "IOT"), s.connection("mqtt", "other")) == ("mqtt://a:1883", "mqtt://b:1884", "mqtt://b:1884", None)
 
 
 def test_the_dedupe_id_is_the_publishers_event_id_else_a_hash_of_topic_and_payload() -> None:

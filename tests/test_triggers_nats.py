@@ -80,7 +80,7 @@ def test_the_nats_sensor_is_running_names_its_stream_and_says_what_to_set(tmp_pa
 
 def test_settings_read_the_nats_urls() -> None:
     s = LineageSettings.from_env({"LINEAGE_NATS_URL": "nats://a:4222", "LINEAGE_NATS_URL_BUS": "nats://b:4222,nats://c:4222"})
-    assert (s.nats_url("default"), s.nats_url("bus"), s.nats_url("other")) == ("nats://a:4222", "nats://b:4222,nats://c:4222", None)
+    assert (s.connection("nats", "default"), s.connection("nats", "bus"), s.connection("nats", "other")) == ("nats://a:4222", "nats://b:4222,nats://c:4222", None)
 
 
 # -- on a real server (nats-server -js) ----------------------------------------------------------

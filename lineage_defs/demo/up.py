@@ -181,7 +181,7 @@ class Demo:
         if not home:
             raise LineageDefsError("DAGSTER_HOME is not set", fix="make demo sets it to dagster_home/; or export DAGSTER_HOME=<a folder holding dagster.yaml>")
         topics, hooks, boxes = self._plan()
-        own_kafka = {c: ts for c, ts in topics.items() if not self.settings.kafka_brokers(c)}
+        own_kafka = {c: ts for c, ts in topics.items() if not self.settings.connection("kafka", c)}
         wanted = [("UI", o.port, "PORT")] + ([("Kafka", o.kafka_port, "KAFKA_PORT")] if own_kafka else []) + ([("webhooks", o.webhook_port, "WEBHOOK_PORT")] if hooks else []) + ([("e-mail", o.email_port, "EMAIL_PORT")] if boxes else [])
         for what, port, var in wanted:
             if not _port_free(o.host, port):
@@ -200,10 +200,10 @@ class Demo:
             create_topics(bootstrap, [t for ts in own_kafka.values() for t in ts])
             for connection in own_kafka:
                 kafka[connection] = bootstrap
-                self.env[self.settings.kafka_env(connection)] = bootstrap
+                self.env[self.settings.connection_env("kafka", connection)] = bootstrap
             print(f"demo: Kafka broker (Tansu, in memory) on {bootstrap}, topics {', '.join(sorted({t for ts in own_kafka.values() for t in ts}))}", flush=True)
         for connection in topics.keys() - own_kafka.keys():
-            kafka[connection] = str(self.settings.kafka_brokers(connection))
+            kafka[connection] = str(self.settings.connection("kafka", connection))
 
         webhooks_url = None
         if hooks:

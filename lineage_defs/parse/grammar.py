@@ -11,7 +11,6 @@ import datetime as dt
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
 
 from lineage_defs.errors import AnnotationError, Location, did_you_mean
 from lineage_defs.parse.header import leading_comments
@@ -33,14 +32,8 @@ from lineage_defs.parse.model import (
     ColumnDecl,
     ColumnSource,
     DataTest,
-    Email,
     Freshness,
     Header,
-    Kafka,
-    Mqtt,
-    Nats,
-    Postgres,
-    Sqs,
     Language,
     Materialize,
     PartitionKind,
@@ -50,8 +43,9 @@ from lineage_defs.parse.model import (
     Severity,
     TestKind,
     Upstream,
-    Webhook,
 )
+from lineage_defs.triggers.source import BadValue, Check, Source
+from lineage_defs.triggers import sources
 
 
 
@@ -75,8 +69,9 @@ def _macros(ln: _Line, args: list[Token]) -> None:
 
 
 def _on(ln: _Line, args: list[Token]) -> None:
+    kinds = ("schedule", *_keywords())
     if not args:
-        ln.error(None, "'on' needs an asset URI, 'schedule', 'kafka', 'sqs', 'postgres', 'mqtt', 'nats', 'webhook' or 'email'", "write e.g. on ducklake://main/orders")
+        ln.error(None, f"'on' needs an asset URI, {', '.join(repr(k) for k in kinds[:-1])} or {kinds[-1]!r}", "write e.g. on ducklake://main/orders")
         return
     head, rest = args[0], args[1:]
     if head.text == "schedule":
@@ -92,51 +87,13 @@ def _on(ln: _Line, args: list[Token]) -> None:
             ln.error(_value_at(tok), f"bad cron expression '{cron}'", 'write five fields, e.g. cron="0 6 * * *"')
             return
         ln.b.add("schedules", Schedule(str(cron), o.get("tz"), ln.loc()))  # type: ignore[arg-type]
-    elif head.text == "kafka":
-        o = _source_options(ln, rest, "kafka", "topic", "orders", {"connection": ln.text, "group": ln.text})
-        if o is None:
-            return
-        ln.b.add("events", Kafka(str(o["topic"]), str(o.get("connection", "default")), o.get("group"), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
-    elif head.text == "sqs":
-        o = _source_options(ln, rest, "sqs", "queue", "orders (a queue name, or its https:// URL)", {"queue": ln.sqs_queue, "connection": ln.connection})
-        if o is None:
-            return
-        ln.b.add("events", Sqs(str(o["queue"]), str(o.get("connection", "default")), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
-    elif head.text == "postgres":
-        o = _source_options(ln, rest, "postgres", "table", "public.orders", {"table": ln.pg_table, "connection": ln.connection, "events": ln.change_events})
-        if o is None:
-            return
-        events = o.get("events") or ("insert", "update", "delete")
-        ln.b.add("events", Postgres(str(o["table"]), str(o.get("connection", "default")), events, o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
-    elif head.text == "mqtt":
-        o = _source_options(ln, rest, "mqtt", "topic", "shop/orders (a topic filter: + for one level, # for the rest)", {"topic": ln.mqtt_topic, "connection": ln.connection})
-        if o is None:
-            return
-        ln.b.add("events", Mqtt(str(o["topic"]), str(o.get("connection", "default")), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
-    elif head.text == "nats":
-        example = "orders.created stream=ORDERS"
-        o = _source_options(ln, rest, "nats", "subject", example, {"subject": ln.nats_subject, "stream": ln.nats_stream, "connection": ln.connection})
-        if o is None:
-            return
-        if "stream" not in o:
-            ln.error(None, "'on nats' needs stream= (the JetStream stream holding the subject)", f"write on nats subject={o['subject']} stream=ORDERS")
-            return
-        ln.b.add("events", Nats(str(o["subject"]), str(o["stream"]), str(o.get("connection", "default")), o.get("partition_from"), o.get("max_batch"), ln.loc()))  # type: ignore[arg-type]
-    elif head.text == "webhook":
-        o = ln.options(rest, {"name": ln.hook_name, "partition_from": ln.partition_from}, what="on webhook")
-        if o is not None:
-            ln.b.add("events", Webhook(o.get("name"), o.get("partition_from"), ln.loc()))  # type: ignore[arg-type]
-    elif head.text == "email":
-        o = ln.options(rest, {"name": ln.mailbox, "partition_from": ln.partition_from}, what="on email")
-        if o is None:
-            return
-        if "name" not in o:
-            ln.error(None, "'on email' needs name=", "write on email name=orders (the mailbox: mail to orders@… runs the step)")
-            return
-        ln.b.add("events", Email(str(o["name"]), o.get("partition_from"), ln.loc()))  # type: ignore[arg-type]
+    elif head.text in sources.BY_KEYWORD:
+        trigger = _source_line(ln, sources.BY_KEYWORD[head.text], rest)
+        if trigger is not None:
+            ln.b.add("events", trigger)
     else:
         if head.key is not None or "://" not in head.text:
-            guess = did_you_mean(head.text, ("schedule", "kafka", "sqs", "postgres", "mqtt", "nats", "webhook", "email"))
+            guess = did_you_mean(head.text, kinds)
             if guess:
                 ln.error(head, f"unknown trigger '{head.text}'", f"did you mean '{guess}'?")
                 return
@@ -146,16 +103,54 @@ def _on(ln: _Line, args: list[Token]) -> None:
             ln.b.add("upstreams", Upstream(uri, o.get("debounce"), ln.loc(head.start, len(head.text))))  # type: ignore[arg-type]
 
 
-def _source_options(ln: _Line, rest: list[Token], kind: str, required: str, example: str, own: dict[str, Any]) -> dict[str, Any] | None:
-    """The options of a pull source's ``on <kind> <required>=…`` line (``own`` beside the options every
-    source takes: partition_from=, max_batch=); None once an error is reported."""
-    o = ln.options(rest, {required: ln.text, **own, "partition_from": ln.partition_from, "max_batch": ln.integer}, what=f"on {kind}")
+def _keywords() -> tuple[str, ...]:
+    """The trigger sources' keywords, in the order messages list them (the table's)."""
+    return tuple(s.keyword for s in sources.SOURCES)
+
+
+def _source_line(ln: _Line, source: Source, rest: list[Token]) -> object | None:
+    """An ``on <source> …`` line → its record, checked against the source's row (``triggers.sources``);
+    None once an error is reported. Every source takes partition_from=, a pull source max_batch= too."""
+    checks: dict[str, Callable[[Token], object | None]] = {o.name: _check(ln, o.check) for o in source.options}
+    checks["partition_from"] = ln.partition_from
+    if source.pull:
+        checks["max_batch"] = ln.integer
+    o = ln.options(rest, checks, what=f"on {source.keyword}")
     if o is None:
         return None
-    if required not in o:
-        ln.error(None, f"'on {kind}' needs {required}=", f"write on {kind} {required}={example}")
-        return None
-    return o
+    for opt in source.options:
+        if opt.required and opt.name not in o:
+            if opt.missing:
+                ln.error(None, opt.missing[0].format(**o), opt.missing[1].format(**o))
+            else:
+                ln.error(None, f"'on {source.keyword}' needs {opt.name}=", f"write on {source.keyword} {opt.name}={opt.example}")
+            return None
+    values = {opt.name: o.get(opt.name, opt.default) for opt in source.options}
+    values["partition_from"] = o.get("partition_from")
+    if source.pull:
+        values["max_batch"] = o.get("max_batch")
+    return source.record(**values, at=ln.loc())
+
+
+def _check(ln: _Line, steps: tuple[str | Check, ...]) -> Callable[[Token], object | None]:
+    """An option's checks as one: the line's shared ones by name, a source's own reported at the value."""
+
+    def check(t: Token) -> object | None:
+        value: object = t.value
+        for step in steps:
+            if isinstance(step, str):
+                value = getattr(ln, step)(t)
+            else:
+                try:
+                    value = step(t.value)
+                except BadValue as e:
+                    ln.error(_value_at(t), e.message, e.fix)
+                    return None
+            if value is None:
+                return None
+        return value
+
+    return check
 
 
 def _valid_cron(cron: str) -> bool:

@@ -163,81 +163,6 @@ class _Line:
             self.error(_value_at(t), e.message, e.fix)
             return None
 
-    def hook_name(self, t: Token) -> str | None:
-        """A webhook name: ``[a-z0-9_]+``, so that it is its own URL path and maps one-to-one to its variables."""
-        if not t.value or _HOOK_NAME.fullmatch(t.value):
-            return self.text(t)
-        fixed = re.sub(r"[^a-z0-9_]", "_", t.value.lower()) or "payments"
-        self.error(_value_at(t), f"bad webhook name '{t.value}'", f"use lower-case letters, digits and _ only, e.g. name={fixed} (its credentials: LINEAGE_WEBHOOK_TOKEN_{fixed.upper()})")
-        return None
-
-    def mailbox(self, t: Token) -> str | None:
-        """A mailbox: the local part of the address mail is sent to (``[a-z0-9][a-z0-9._-]*``, at most 64)."""
-        if _MAILBOX.fullmatch(t.value) and len(t.value) <= 64:
-            return t.value
-        local = t.value.split("@", 1)[0].lower()
-        fixed = re.sub(r"[^a-z0-9._-]", "_", local).lstrip("._-")[:64] or "inbox"
-        self.error(_value_at(t), f"bad mailbox '{t.value}'", f"write the address's part before @ in lower-case letters, digits, ., - and _ (e.g. name={fixed})")
-        return None
-
-    def sqs_queue(self, t: Token) -> str | None:
-        """A queue name (``[A-Za-z0-9_-]{1,80}``, ``.fifo`` allowed) or its http(s) URL."""
-        v = t.value
-        if re.fullmatch(r"https?://[^\s/]+/\S+", v) or _SQS_NAME.fullmatch(v):
-            return v
-        fixed = re.sub(r"[^A-Za-z0-9_-]", "_", v.rsplit("/", 1)[-1])[:80] or "orders"
-        self.error(_value_at(t), f"bad SQS queue '{v}'", f"write a queue name of letters, digits, - and _ (e.g. queue={fixed}) or the queue's https:// URL")
-        return None
-
-    def mqtt_topic(self, t: Token) -> str | None:
-        """An MQTT topic filter: ``+`` only as a whole level, ``#`` only as the whole last level (MQTT 3.1.1/5 §4.7)."""
-        v = t.value
-        levels = v.split("/")
-        if v and all(lv in ("+", "#") or not ("+" in lv or "#" in lv) for lv in levels) and "#" not in levels[:-1]:
-            return v
-        fixed = "/".join("+" if "+" in lv else ("#" if "#" in lv else lv) for lv in levels)
-        fixed = fixed.split("#", 1)[0] + "#" if "#" in fixed else fixed
-        self.error(_value_at(t), f"bad MQTT topic filter '{v}'", f"'+' stands for one whole level and '#' only for the whole last one, e.g. topic={fixed or 'shop/orders'}")
-        return None
-
-    def nats_subject(self, t: Token) -> str | None:
-        """A NATS subject: tokens split by ``.``, ``*`` only as a whole token, ``>`` only as the whole last one."""
-        v = t.value
-        tokens = v.split(".")
-        if all(tk and (tk in ("*", ">") or not ("*" in tk or ">" in tk)) for tk in tokens) and ">" not in tokens[:-1]:
-            return v
-        fixed = ".".join("*" if "*" in tk else (">" if ">" in tk else tk) for tk in tokens if tk)
-        fixed = fixed.split(">", 1)[0] + ">" if ">" in fixed else fixed
-        self.error(_value_at(t), f"bad NATS subject '{v}'", f"write tokens split by '.', '*' for one whole token and '>' only for the whole last one, e.g. subject={fixed or 'orders.created'}")
-        return None
-
-    def nats_stream(self, t: Token) -> str | None:
-        """A JetStream stream name (no '.', '*', '>', '/' or spaces: letters, digits, - and _)."""
-        if _NATS_STREAM.fullmatch(t.value):
-            return t.value
-        fixed = re.sub(r"[^A-Za-z0-9_-]", "_", t.value) or "ORDERS"
-        self.error(_value_at(t), f"bad JetStream stream name '{t.value}'", f"use letters, digits, - and _ only, e.g. stream={fixed}")
-        return None
-
-    def pg_table(self, t: Token) -> str | None:
-        """``<schema>.<table>``: plain lower-case identifiers (what PostgreSQL folds an unquoted name to)."""
-        if _PG_TABLE.fullmatch(t.value):
-            return t.value
-        name = t.value.rsplit(".", 1)[-1].lower()
-        fixed = re.sub(r"[^a-z0-9_]", "_", name) or "orders"
-        self.error(_value_at(t), f"bad table '{t.value}'", f"write <schema>.<table> in lower case, e.g. table=public.{fixed}")
-        return None
-
-    def change_events(self, t: Token) -> tuple[str, ...] | None:
-        """``insert,update,delete`` or a part of it."""
-        given = [e for e in t.value.split(",")]
-        bad = [e for e in given if e not in ("insert", "update", "delete")]
-        if not bad and given and len(set(given)) == len(given):
-            return tuple(e for e in ("insert", "update", "delete") if e in given)
-        guess = did_you_mean(bad[0], ("insert", "update", "delete")) if bad else None
-        self.error(_value_at(t), f"bad events '{t.value}'", f"did you mean '{guess}'?" if guess else "write a comma list of insert, update, delete, e.g. events=insert,update")
-        return None
-
     def connection(self, t: Token) -> str | None:
         """A connection name: the suffix of its environment variables (``LINEAGE_…_<CONNECTION>``)."""
         if _CONNECTION.fullmatch(t.value):
@@ -253,12 +178,7 @@ class _Line:
         return None
 
 
-_HOOK_NAME = re.compile(r"[a-z0-9_]+")
-_MAILBOX = re.compile(r"[a-z0-9][a-z0-9._-]*")
-_SQS_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 _CONNECTION = re.compile(r"[A-Za-z0-9_]+")
-_NATS_STREAM = re.compile(r"[A-Za-z0-9_-]{1,255}")
-_PG_TABLE = re.compile(r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*")
 
 
 def _options_fix(allowed: Mapping[str, object], flags: tuple[str, ...], what: str) -> str:

@@ -15,7 +15,7 @@ from lineage_defs.plan.spec import Project
 from lineage_defs.sensors.cascade import cascade_sensors
 from lineage_defs.sensors.schedules import step_schedules
 from lineage_defs.settings import LineageSettings
-from lineage_defs.triggers import event_sensors
+from lineage_defs.triggers.build import event_sensors
 
 
 def trigger_definitions(

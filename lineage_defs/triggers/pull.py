@@ -18,7 +18,7 @@ source and the fix); the sensor puts them, and the lag, in its skip reason.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -63,6 +63,15 @@ class Reader(Protocol):
         """Events the source still holds for this step, when it can say (None: unknown)."""
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Pull:
+    """What a pull source's ``connect`` (``Source.connect``) gives its sensor: how a tick gets its reader
+    (raises ``NotConfigured`` naming the variable to set), and the detail of the sensor's description."""
+
+    reader: Callable[[], Reader]
+    detail: str
 
 
 @dataclass

@@ -17,7 +17,6 @@ no-op.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -99,10 +98,6 @@ def pull_sensor(
             return emit(context, store, stream, max_batch=max_batch or DEFAULT_MAX_BATCH, pdef=pdef, settings=settings, note=note)
 
     return event_sensor(name, evaluate, keys, settings, description)
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", text)
 
 
 def policy_of(settings: LineageSettings) -> Policy:

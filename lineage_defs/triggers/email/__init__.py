@@ -1,1 +1,1 @@
-"""E-mail triggers: the SMTP receiver (``receiver``, ``serve``: ``lineage-defs email serve``) and the ``sensor``."""
+"""E-mail triggers: the SMTP receiver (``receiver``, ``serve``: ``lineage-defs email serve``) and ``source`` (its row in ``triggers.sources``)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lineage_defs.plan.graph import mailboxes
-from lineage_defs.plan.names import email_stream
+from lineage_defs.plan.names import stream_of
 from lineage_defs.plan.spec import Project
 from lineage_defs.triggers.email.receiver import Mailbox, serve_forever
 from lineage_defs.triggers.push import partition_rule, receiver_project
@@ -21,7 +21,7 @@ def build_mailboxes(project: Project) -> dict[str, Mailbox]:
     out: dict[str, Mailbox] = {}
     for name, step, m in mailboxes(project.steps):
         source, to_key = partition_rule(step, m.partition_from)
-        out[name] = Mailbox(name=name, stream=email_stream(name), step_path=step.path, partition_from=source, partition_key=to_key)
+        out[name] = Mailbox(name=name, stream=stream_of(step.name, m), step_path=step.path, partition_from=source, partition_key=to_key)
     return out
 
 

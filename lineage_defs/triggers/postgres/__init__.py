@@ -1,1 +1,1 @@
-"""PostgreSQL change triggers: ``pgoutput`` (the decoder), ``reader`` (slot → event store, advanced after the store) and ``sensor``."""
+"""PostgreSQL change triggers: ``pgoutput`` (the decoder), ``reader`` (slot → event store, advanced after the store), ``source`` (its row in ``triggers.sources``) and ``sensor`` (what a tick reads with)."""

@@ -1,4 +1,4 @@
-"""``on postgres table=...`` → a sensor per (step, table), RUNNING by default.
+"""What an ``on postgres table=...`` sensor's tick reads with (``Source.connect``; the row: ``source``).
 
 A pull source (``triggers.pull``): a tick peeks the step's replication slot,
 stores whole transactions' changes and advances the slot after the store
@@ -10,28 +10,17 @@ skips and says which variable to set.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from dagster import AssetKey, PartitionsDefinition, SensorDefinition
-
-from lineage_defs.parse.model import Postgres
-from lineage_defs.plan.names import postgres_stream
 from lineage_defs.plan.spec import ScriptStep
 from lineage_defs.settings import LineageSettings
-from lineage_defs.triggers.keys import default_source, partition_function
-from lineage_defs.triggers.pull import NotConfigured, Reader
-from lineage_defs.triggers.sensor import pull_sensor, slug
+from lineage_defs.triggers.keys import PartitionOf
+from lineage_defs.triggers.postgres.source import SOURCE, Postgres
+from lineage_defs.triggers.pull import NotConfigured, Pull, Reader
 
 
-def sensor_name(step: ScriptStep, p: Postgres) -> str:
-    return f"{step.name}__postgres_{slug(p.table)}"
+def connect(step: ScriptStep, p: Postgres, settings: LineageSettings, partition_of: PartitionOf | None) -> Pull:
+    from lineage_defs.triggers.postgres.reader import slot_name  # no psycopg here: only the slot's name
 
-
-def postgres_sensor(step: ScriptStep, p: Postgres, keys: Sequence[AssetKey], pdef: PartitionsDefinition | None, settings: LineageSettings) -> SensorDefinition:
-    partition_of = partition_function(default_source(step.partitioning, p.partition_from), pdef)
-    env = "LINEAGE_PG_DSN" + ("" if p.connection == "default" else f"_{p.connection.upper()}")
-    from lineage_defs.triggers.postgres.reader import slot_name
-
+    env = SOURCE.connection_env(p.connection)
     slot = slot_name(step.name, p.table)
 
     def reader() -> Reader:
@@ -42,5 +31,4 @@ def postgres_sensor(step: ScriptStep, p: Postgres, keys: Sequence[AssetKey], pde
             raise NotConfigured(f"no PostgreSQL for connection '{p.connection}': set {env} (a libpq DSN of a server with wal_level=logical)")
         return PgReader(PgSource(dsn, p.table, slot, p.events, partition_of))
 
-    description = f"{step.path}:{p.at.line}: on postgres table={p.table} ({','.join(p.events)}; slot and publication {slot}, server from {env})"
-    return pull_sensor(sensor_name(step, p), description, postgres_stream(step.name, p.table), f"table {p.table}", reader, keys, pdef, settings, p.max_batch)
+    return Pull(reader, f"{','.join(p.events)}; slot and publication {slot}, server from {env}")

@@ -1,1 +1,1 @@
-"""Webhook triggers: the receiver (``app``, ``serve``: ``lineage-defs webhooks serve``) and the ``sensor``."""
+"""Webhook triggers: the receiver (``app``, ``serve``: ``lineage-defs webhooks serve``) and ``source`` (its row in ``triggers.sources``)."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from lineage_defs.errors import RunError
 from lineage_defs.plan.graph import webhooks
-from lineage_defs.plan.names import hook_env, webhook_stream
+from lineage_defs.plan.names import hook_env, stream_of
 from lineage_defs.plan.spec import Project
 from lineage_defs.triggers.push import partition_rule, receiver_project
 from lineage_defs.triggers.webhook.app import DEFAULT_MAX_BYTES, Hook, make_app
@@ -45,7 +45,7 @@ def build_hooks(project: Project, env: Mapping[str, str]) -> dict[str, Hook]:
         source, to_key = partition_rule(step, w.partition_from)
         out[name] = Hook(
             name=name,
-            stream=webhook_stream(name),
+            stream=stream_of(step.name, w),
             step_path=step.path,
             token=env.get(f"LINEAGE_WEBHOOK_TOKEN_{suffix}") or None,
             secret=env.get(f"LINEAGE_WEBHOOK_SECRET_{suffix}") or None,
