@@ -48,6 +48,7 @@ from lineage_defs.triggers.outcome import (
     Policy,
     Verdict,
     batch_runs,
+    reap,
     verdict,
 )
 
@@ -184,6 +185,11 @@ def emit(
     now = time.time()
     pending = store.open_batches(stream, limit=OPEN_PER_TICK)
     runs = batch_runs(context.instance, [b.id for b in pending])
+    dead = reap(context.instance, runs, now)
+    for batch, run_id, why in dead:
+        context.log.warning(f"run {run_id} of batch {batch}: {why}; marked it failed, the batch runs again")
+    if dead:
+        runs = batch_runs(context.instance, [b.id for b in pending])
     verdicts = [(b, verdict(b.id, b.replay, runs[b.id], now, policy)) for b in pending]
     # One batch of a stream in flight at a time: what arrives meanwhile waits in the store and
     # becomes the next batch (up to max_batch) once it ended. A slow run then means bigger
