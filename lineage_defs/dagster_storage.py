@@ -287,6 +287,32 @@ def dead_worker(instance: Any, run: DagsterRun, now: float) -> str | None:
     return gone if latest is not None and latest.status.value == status else None
 
 
+# What a dagster.yaml needs so that Dagster itself fails a run whose worker died, and retries it.
+MONITORING_YAML = "run_monitoring: {enabled: true}` and `run_retries: {enabled: true}"
+
+
+def blind_spot(instance: Any) -> str | None:
+    """Why nothing in ``instance`` would notice a batch run whose worker died (neither run monitoring nor
+    ``dead_worker``, which judges only runs of Dagster's default launcher), with the setting that fixes
+    it; None when something does."""
+    if _default_launcher(instance):
+        return None
+    where = "$DAGSTER_HOME/dagster.yaml"
+    if not getattr(instance, "run_monitoring_enabled", False):
+        return (
+            f"run monitoring is off in this instance and its run launcher is not Dagster's default (whose runs the sensor "
+            f"checks itself): a batch run whose worker dies stays in progress and its batch waits — add `{MONITORING_YAML}` to {where}"
+        )
+    if not _checks_workers(instance):
+        data = instance.get_ref().run_launcher_data
+        return (
+            f"this instance's run launcher ({data.module_name}.{data.class_name}) cannot tell run monitoring whether a run's "
+            "worker lives: a batch run whose worker dies stays STARTED and its batch waits — use a launcher with a worker "
+            f"health check (Dagster's Kubernetes, ECS and Docker launchers have one) in {where}"
+        )
+    return None
+
+
 def _default_launcher(instance: Any) -> bool:
     """Whether the instance's run launcher is Dagster's `DefaultRunLauncher` (or a subclass), without making one."""
     try:

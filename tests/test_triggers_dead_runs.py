@@ -148,3 +148,17 @@ def test_reap_leaves_runs_to_run_monitoring_where_the_instance_has_it(worker: An
         _started_process(instance, run, gone.pid)
         assert reap(instance, batch_runs(instance, ["b-m"]), time.time()) == []
         assert _status(instance, run) == "STARTED", "run monitoring fails it (and Dagster retries it): not failed twice"
+
+
+def test_an_instance_where_nothing_notices_a_dead_worker_is_named_with_the_setting() -> None:
+    from lineage_defs.dagster_storage import blind_spot
+
+    mocked = {"run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"}}
+    with dg.instance_for_test(overrides=mocked) as instance:
+        text = blind_spot(instance)
+        assert text and "run monitoring is off" in text and "`run_monitoring: {enabled: true}` and `run_retries: {enabled: true}`" in text
+    with dg.instance_for_test(overrides={**mocked, "run_monitoring": {"enabled": True}}) as instance:
+        text = blind_spot(instance)
+        assert text and "dagster._core.test_utils.MockedRunLauncher" in text and "health check" in text
+    with dg.instance_for_test() as instance:
+        assert blind_spot(instance) is None, "the default launcher: the sensors judge its runs themselves"

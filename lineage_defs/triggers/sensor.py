@@ -10,7 +10,10 @@ first, the tag ``lineage/batch`` so the run reads that batch, and Dagster's
 retry tags); one whose attempts ran out is settled failed and reported — in
 this and every later tick's skip reason, and on its last run's event log.
 A request lost with a crashed daemon is simply made again next tick: the run
-key is derived from the runs the instance holds, never from a counter. The
+key is derived from the runs the instance holds, never from a counter. A run
+whose worker died with it is failed by run monitoring where the instance has
+it, else by the tick itself when provable (``outcome.reap``); where neither
+can, the skip reason says what to add to ``dagster.yaml``. The
 target's ledger makes every run of a batch after the first that wrote a
 no-op.
 """
@@ -35,6 +38,7 @@ from dagster import (
     multi_or_in_process_executor,
 )
 
+from lineage_defs.dagster_storage import blind_spot
 from lineage_defs.events.store import BATCH_TAG, STREAM_TAG, Batch, BatchStatus, EventStore
 from lineage_defs.settings import LineageSettings
 from lineage_defs.triggers.pull import MAX_PER_TICK, NotConfigured, Reader, SourceUnavailable, drain
@@ -233,6 +237,9 @@ def emit(
         seen = f"{counts['events']} events stored, {counts['batched']} in batches" + (f"; batches {state}" if state else "")
         if in_flight and waiting:
             seen += f"; {waiting} new events wait for the running batch"
+        if in_flight:
+            blind = blind_spot(context.instance)
+            seen += f"; {blind}" if blind else ""
         return SensorResult(skip_reason=SkipReason(f"{note}no new batch ({seen}){problems}"), dynamic_partitions_requests=dynamic)
     if problems:
         context.log.warning(problems.lstrip("; "))
