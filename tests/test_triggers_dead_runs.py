@@ -1,6 +1,7 @@
 """A batch run whose worker died, on an instance without run monitoring (a fresh DAGSTER_HOME): which runs the
 event sensors may fail themselves (``dagster_storage.unwatched``), when a run provably has no worker
-(``dead_worker``), and ``outcome.reap`` failing it so its batch runs again — a live or slow run never.
+(``dead_worker``), and ``outcome.reap`` failing it so its batch runs again — a live or slow run never; where
+nothing could notice a dead worker (another launcher, no run monitoring), the skip reason names the setting.
 
 Runs here are written into a test instance by hand, with the events a code server's run worker writes
 ("Started process for run (pid: N)."), for a real process this test starts and kills.
@@ -162,3 +163,28 @@ def test_an_instance_where_nothing_notices_a_dead_worker_is_named_with_the_setti
         assert text and "dagster._core.test_utils.MockedRunLauncher" in text and "health check" in text
     with dg.instance_for_test() as instance:
         assert blind_spot(instance) is None, "the default launcher: the sensors judge its runs themselves"
+
+
+def test_the_skip_reason_names_the_setting_while_a_batch_runs_where_nothing_would_fail_it(tmp_path: Any) -> None:
+    """The sensor itself, ticked against an instance with another launcher and no run monitoring."""
+    from lineage_defs import LineageSettings, build_definitions
+    from lineage_defs.events.store import EventStore, NewEvent
+
+    (tmp_path / "p" / "hooks").mkdir(parents=True)
+    (tmp_path / "p" / "hooks" / "orders.sql").write_text(
+        "-- pipeline\n-- on webhook name=orders\n-- materialize duckdb://warehouse/orders append\nSELECT value FROM _events\n"
+    )
+    settings = LineageSettings(state_dir=str(tmp_path / "s"), pipelines_dir=str(tmp_path / "p"))
+    defs = build_definitions(tmp_path / "p", settings=settings)
+    sensor = next(s for s in defs.sensors if s.name == "hooks__orders__webhook_orders")
+    with EventStore(settings.events_store) as store:
+        store.add("webhook:orders", [NewEvent("e-1", b"{}")])
+    mocked = {"run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"}}
+    with dg.instance_for_test(overrides=mocked) as instance:
+        tick = lambda: sensor.evaluate_tick(dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def()))  # noqa: E731
+        (req,) = tick().run_requests
+        assert "run monitoring" not in str(tick().skip_message), "no run yet: nothing to say"
+        instance.create_run_for_job(job_def=defs.resolve_implicit_global_asset_job_def(), tags=dict(req.tags))
+        message = tick().skip_message or ""
+        assert "batches 1 running" in message and "run monitoring is off in this instance" in message
+        assert "add `run_monitoring: {enabled: true}` and `run_retries: {enabled: true}` to $DAGSTER_HOME/dagster.yaml" in message
