@@ -31,12 +31,12 @@ def _load(settings: LineageSettings) -> Project:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from lineage_defs.deploy import local_state_warnings
+    from lineage_defs.deploy import dead_run_warnings, local_state_warnings
     from lineage_defs.plan.schemas import column_warnings, reference_schemas
 
     settings = _settings(args.folder, use_cache=not args.no_cache)
     project = _load(settings)
-    warnings = [*project.warnings, *column_warnings(project, reference_schemas(settings, project)), *local_state_warnings(project, settings)]
+    warnings = [*project.warnings, *column_warnings(project, reference_schemas(settings, project)), *local_state_warnings(project, settings), *dead_run_warnings(project)]
     for warning in warnings:
         print(warning.render(), file=sys.stderr)
     for e in project.errors:

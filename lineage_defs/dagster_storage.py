@@ -25,7 +25,10 @@ It also holds ``MonitoredRunLauncher``: Dagster's default run launcher, plus
 the worker health check Dagster's run monitoring needs to fail a run whose
 worker died (a crash of the daemon's process group kills the runs it
 launched; without the check such a run stays STARTED forever and nothing
-retries it).
+retries it), and ``dead_worker``, the same check for the event sensors on an
+instance without run monitoring (a fresh ``DAGSTER_HOME`` with no
+``dagster.yaml``): they fail such a run of a batch themselves and run the
+batch again.
 
 The one module of the package that imports Dagster's private modules (its
 storage internals and the launcher's health-check types have no public API);
@@ -49,6 +52,7 @@ Configured in `dagster.yaml`:
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
@@ -60,6 +64,7 @@ from typing import Any
 from dagster import DagsterEventType, DagsterRun, DefaultRunLauncher, Field, StringSource
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, EVENT_TYPE_TO_PIPELINE_RUN_STATUS
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
+from dagster._core.remote_origin import GrpcServerCodeLocationOrigin, ManagedGrpcPythonEnvCodeLocationOrigin
 from dagster._core.storage.tags import GRPC_INFO_TAG
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteEventLogStorage
@@ -196,20 +201,151 @@ class MonitoredRunLauncher(DefaultRunLauncher):
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         if not _launched_here(run.tags.get(GRPC_INFO_TAG)):
             return CheckRunHealthResult(WorkerStatus.RUNNING, "launched on another host: not checked from here")
-        pid, started, exited = None, 0.0, False
-        for entry in self._instance.all_logs(run.run_id, of_type=DagsterEventType.ENGINE_EVENT):
-            message = entry.message or ""
-            if message.startswith(_STARTED):
-                pid, started = _pid_of(message), entry.timestamp
-            elif message.startswith(_EXITED) and pid is not None and _pid_of(message) == pid:
-                exited = True
-        if pid is None:
+        worker = _worker(self._instance, run.run_id)
+        if worker is None:
             return CheckRunHealthResult(WorkerStatus.RUNNING, "no worker process recorded yet")
-        if exited:
-            return CheckRunHealthResult(WorkerStatus.FAILED, f"the run worker (pid {pid}) exited before the run finished")
-        if process_alive(pid, started):
-            return CheckRunHealthResult(WorkerStatus.RUNNING)
-        return CheckRunHealthResult(WorkerStatus.FAILED, f"the run worker (pid {pid}) is gone: its process died (killed or crashed) mid-run")
+        gone = _gone(*worker)
+        return CheckRunHealthResult(WorkerStatus.FAILED, gone) if gone else CheckRunHealthResult(WorkerStatus.RUNNING)
+
+
+def _worker(instance: Any, run_id: str) -> tuple[int, float, bool] | None:
+    """(pid, when it said it started, whether it said it exited) of the run's latest worker process; None before one started."""
+    pid, started, exited = None, 0.0, False
+    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):
+        message = entry.message or ""
+        if message.startswith(_STARTED):
+            pid, started, exited = _pid_of(message), entry.timestamp, False
+        elif message.startswith(_EXITED) and pid is not None and _pid_of(message) == pid:
+            exited = True
+    return None if pid is None else (pid, started, exited)
+
+
+def _gone(pid: int, started: float, exited: bool) -> str | None:
+    """Why the worker ``pid`` (started at ``started``) no longer runs the run; None while it does."""
+    if exited:
+        return f"the run worker (pid {pid}) exited before the run finished"
+    if process_alive(pid, started):
+        return None
+    return f"the run worker (pid {pid}) is gone: its process died (killed or crashed) mid-run"
+
+
+# -- the same check without run monitoring ---------------------------------------------------
+# A plain instance (no dagster.yaml: DefaultRunLauncher, run monitoring off) never fails a run whose
+# worker died; the event sensors ask ``dead_worker`` about their batches' runs instead.
+
+
+def unwatched(instance: Any) -> frozenset[str]:
+    """The statuses (``STARTED``, ``STARTING``) of runs whose dead worker nothing in ``instance`` would notice,
+    among those ``dead_worker`` can judge: none unless the instance's launcher is Dagster's default (its
+    workers are processes of a code server, on this host when the run's code location is); ``STARTED``
+    unless run monitoring is on and the launcher checks workers; ``STARTING`` unless run monitoring is on
+    (it fails a run that takes longer than ``start_timeout_seconds`` to start)."""
+    if not _default_launcher(instance):
+        return frozenset()
+    monitored = bool(getattr(instance, "run_monitoring_enabled", False))
+    out = set()
+    if not (monitored and _checks_workers(instance)):
+        out.add("STARTED")
+    if not monitored:
+        out.add("STARTING")
+    return frozenset(out)
+
+
+def dead_worker(instance: Any, run: DagsterRun, now: float) -> str | None:
+    """Why run ``run`` (STARTED or STARTING, launched by Dagster's default launcher) provably has no worker
+    left; None when it may still have one.
+
+    Provably: the worker process it recorded (from this host) exited or is gone — checked before
+    the run's status is read again, so a worker that finished in between is not taken for dead; or
+    the run has been STARTING for longer than ``run_monitoring.start_timeout_seconds`` (Dagster's
+    own bound, default 180 s) without any worker recorded: its launch died (with the daemon) or
+    never got anywhere. A run launched on another host, or one whose worker lives, is never dead.
+    """
+    status = run.status.value
+    if status not in ("STARTED", "STARTING"):
+        return None
+    worker = _worker(instance, run.run_id)
+    if worker is not None:
+        # where the launcher says it reached the code server; before it could say (the daemon died
+        # mid-launch), where the run's code location is served
+        here = _launched_here(run.tags[GRPC_INFO_TAG]) if GRPC_INFO_TAG in run.tags else _local_origin(run)
+        if not here:
+            return None
+        gone = _gone(*worker)
+    elif status == "STARTING":
+        launched = instance.get_run_stats(run.run_id).launch_time
+        limit = float(instance.run_monitoring_start_timeout_seconds)
+        gone = None if launched is None or now - launched < limit else (
+            f"it has been STARTING for {now - launched:.0f} s (over run_monitoring.start_timeout_seconds, {limit:g} s) "
+            "and no run worker ever started: its launch died with the process launching it"
+        )
+    else:
+        return None  # STARTED with no worker of a code server's: executed some other way, nothing to check
+    if gone is None:
+        return None
+    latest = instance.get_run_by_id(run.run_id)  # read after the worker was found dead: nothing can change it now
+    return gone if latest is not None and latest.status.value == status else None
+
+
+# What a dagster.yaml needs so that Dagster itself fails a run whose worker died, and retries it.
+MONITORING_YAML = "run_monitoring: {enabled: true}` and `run_retries: {enabled: true}"
+
+
+def blind_spot(instance: Any) -> str | None:
+    """Why nothing in ``instance`` would notice a batch run whose worker died (neither run monitoring nor
+    ``dead_worker``, which judges only runs of Dagster's default launcher), with the setting that fixes
+    it; None when something does."""
+    if _default_launcher(instance):
+        return None
+    where = "$DAGSTER_HOME/dagster.yaml"
+    if not getattr(instance, "run_monitoring_enabled", False):
+        return (
+            f"run monitoring is off in this instance and its run launcher is not Dagster's default (whose runs the sensor "
+            f"checks itself): a batch run whose worker dies stays in progress and its batch waits — add `{MONITORING_YAML}` to {where}"
+        )
+    if not _checks_workers(instance):
+        data = instance.get_ref().run_launcher_data
+        return (
+            f"this instance's run launcher ({data.module_name}.{data.class_name}) cannot tell run monitoring whether a run's "
+            "worker lives: a batch run whose worker dies stays STARTED and its batch waits — use a launcher with a worker "
+            f"health check (Dagster's Kubernetes, ECS and Docker launchers have one) in {where}"
+        )
+    return None
+
+
+def _default_launcher(instance: Any) -> bool:
+    """Whether the instance's run launcher is Dagster's `DefaultRunLauncher` (or a subclass), without making one."""
+    try:
+        data = instance.get_ref().run_launcher_data
+    except Exception:  # noqa: BLE001 - an instance without a ref (in-process tests): its launcher, if any, as made
+        return isinstance(getattr(instance, "_run_launcher", None), DefaultRunLauncher)
+    if data is None:
+        return False
+    if (data.module_name, data.class_name) in (("dagster", "DefaultRunLauncher"), (__name__, "MonitoredRunLauncher")):
+        return True
+    try:
+        cls = getattr(importlib.import_module(data.module_name), data.class_name)
+    except (ImportError, AttributeError):
+        return False
+    return isinstance(cls, type) and issubclass(cls, DefaultRunLauncher)
+
+
+def _checks_workers(instance: Any) -> bool:
+    try:
+        return bool(instance.run_launcher.supports_check_run_worker_health)
+    except Exception:  # noqa: BLE001 - a launcher that cannot be made here checks nothing here
+        return False
+
+
+def _local_origin(run: DagsterRun) -> bool:
+    """Whether the run's code location is served on this host (a server the daemon started, or one at a local address)."""
+    origin = run.remote_job_origin
+    location = origin.repository_origin.code_location_origin if origin is not None else None
+    if isinstance(location, ManagedGrpcPythonEnvCodeLocationOrigin):
+        return True
+    if isinstance(location, GrpcServerCodeLocationOrigin):
+        return bool(location.socket) or location.host in _LOCAL_HOSTS | {socket.gethostname()}
+    return False
 
 
 def _launched_here(grpc_info: str | None) -> bool:

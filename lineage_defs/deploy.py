@@ -7,8 +7,10 @@ run process, sensor and receiver may be on another machine, and whatever the
 project keeps under the state dir — the SQLite event store, the embedded
 lake's catalog and data, ``duckdb://`` files, default object storage — is a
 different, private copy in each of them. Each such use is one warning naming
-the step and the variable that moves it off local disk. No Dagster import:
-the instance's YAML is read as text, nothing is created.
+the step and the variable that moves it off local disk. Also (``dead_run_warnings``):
+steps run on events on an instance where nothing would fail a batch run whose
+worker died. No Dagster import: the instance's YAML is read as text, nothing
+is created.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ _REMOTE_LAUNCHERS = ("dagster_k8s", "dagster_docker", "dagster_aws", "dagster_ce
 _STORAGES = ("storage", "run_storage", "event_log_storage", "schedule_storage")
 
 
-def remote_runs(env: Mapping[str, str] | None = None) -> str | None:
-    """Why runs of this instance may execute on other machines (None: the instance is a local one)."""
+def _instance_yaml(env: Mapping[str, str] | None) -> tuple[Path, dict[str, Any]] | None:
+    """``$DAGSTER_HOME/dagster.yaml`` and what it says; None without one (or when it is not a mapping)."""
     import yaml  # type: ignore[import-untyped]  # PyYAML (Dagster depends on it) ships no types; imported when `check` asks
 
     e = os.environ if env is None else env
@@ -41,8 +43,15 @@ def remote_runs(env: Mapping[str, str] | None = None) -> str | None:
         config: Any = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError):
         return None  # Dagster itself reports a broken instance file; this check has nothing to add
-    if not isinstance(config, dict):
+    return (path, config) if isinstance(config, dict) else None
+
+
+def remote_runs(env: Mapping[str, str] | None = None) -> str | None:
+    """Why runs of this instance may execute on other machines (None: the instance is a local one)."""
+    found = _instance_yaml(env)
+    if found is None:
         return None
+    path, config = found
     for key in _STORAGES:
         section = config.get(key)
         if isinstance(section, dict) and ("postgres" in section or "dagster_postgres" in str(section.get("module", ""))):
@@ -52,6 +61,35 @@ def remote_runs(env: Mapping[str, str] | None = None) -> str | None:
     if module.startswith(_REMOTE_LAUNCHERS):
         return f"{path} launches runs with {module}"
     return None
+
+
+# Launchers whose runs the event sensors judge themselves when run monitoring is off (their workers are
+# processes of a code server: ``dagster_storage.dead_worker``).
+_DEFAULT_LAUNCHERS = {("dagster", "DefaultRunLauncher"), ("dagster._core.launcher", "DefaultRunLauncher"), ("lineage_defs.dagster_storage", "MonitoredRunLauncher")}
+
+
+def dead_run_warnings(project: Project, env: Mapping[str, str] | None = None) -> list[SpecError]:
+    """A warning when steps run on events but nothing in the instance would notice a batch run whose worker died:
+    run monitoring off with a run launcher other than Dagster's default (whose runs the event sensors check)."""
+    triggered = [s for s in project.steps if isinstance(s, ScriptStep) and s.events]
+    found = _instance_yaml(env) if triggered else None
+    if found is None:
+        return []  # no dagster.yaml: Dagster's default launcher, judged by the sensors
+    path, config = found
+    launcher = config.get("run_launcher")
+    module = str(launcher.get("module", "")) if isinstance(launcher, dict) else "dagster"
+    cls = str(launcher.get("class", "")) if isinstance(launcher, dict) else "DefaultRunLauncher"
+    monitoring = config.get("run_monitoring")
+    if (module, cls) in _DEFAULT_LAUNCHERS or (isinstance(monitoring, dict) and monitoring.get("enabled") is True):
+        return []
+    step = triggered[0]
+    others = f" (and {len(triggered) - 1} more step{'s' * (len(triggered) > 2)})" if len(triggered) > 1 else ""
+    return [SpecError(
+        f"{step.path}{others} runs on events, but {path} launches runs with {module}.{cls} and has no run monitoring: "
+        "a batch run whose worker dies (a crash, an evicted pod) stays in progress and its batch never runs again",
+        Location(str(path)), "add `run_monitoring: {enabled: true}` and `run_retries: {enabled: true}` to it (Dagster then fails such a run and retries it)",
+        severity="warning",
+    )]  # fmt: skip
 
 
 def local_state_warnings(project: Project, settings: LineageSettings, env: Mapping[str, str] | None = None) -> list[SpecError]:

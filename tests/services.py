@@ -316,10 +316,13 @@ schedules:
 class Daemon(Supervised):
     """`dagster-daemon run` on a throwaway instance, loading ``lineage_defs.definitions`` for ``pipelines``."""
 
-    def __init__(self, tmp: Path, pipelines: Path, state: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, tmp: Path, pipelines: Path, state: Path, env: Mapping[str, str] | None = None, dagster_yaml: bool = True) -> None:
+        """``dagster_yaml=False``: a fresh DAGSTER_HOME as a new Dagster user has it, no dagster.yaml (Dagster's
+        defaults: DefaultRunLauncher, no run monitoring, no run retries; telemetry not uploaded)."""
         self.home = tmp / "dagster_home"
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "dagster.yaml").write_text(DAGSTER_YAML.replace("{storage}", str(self.home / "storage")))
+        if dagster_yaml:
+            (self.home / "dagster.yaml").write_text(DAGSTER_YAML.replace("{storage}", str(self.home / "storage")))
         workspace = tmp / "workspace.yaml"
         workspace.write_text(
             textwrap.dedent(
@@ -339,6 +342,7 @@ class Daemon(Supervised):
             "LINEAGE_STATE_DIR": str(state),
             "LINEAGE_SENSOR_INTERVAL": "1",
             "PYTHONUNBUFFERED": "1",
+            **({} if dagster_yaml else {"DAGSTER_DISABLE_TELEMETRY": "1"}),
             **(env or {}),
         }
         super().__init__([str(VENV_BIN / "dagster-daemon"), "run", "-w", str(workspace)], tmp, full, tmp / "daemon.log")

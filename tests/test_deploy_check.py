@@ -115,3 +115,24 @@ def test_a_celery_executor_with_local_state_is_warned_with_the_variable_to_set(t
     assert len(left) == 1 and "duckdb://warehouse is the local file" in left[0], left
     # the same setup without a Celery executor or a remote instance: nothing to warn about
     assert local_state_warnings(project, settings.replace(celery_broker_url=None), {}) == []
+
+
+def test_event_steps_on_an_instance_that_would_never_fail_a_dead_run_are_warned(tmp_path: Path) -> None:
+    """A launcher other than Dagster's default (whose runs the event sensors check themselves) without run
+    monitoring: a batch run whose worker died would stay in progress — `check` says what to add."""
+    from lineage_defs.deploy import dead_run_warnings
+
+    project = load_project(write_steps(tmp_path / "p", STEPS), LineageSettings(state_dir=str(tmp_path / "state")))
+    assert dead_run_warnings(project, {}) == [], "no DAGSTER_HOME"
+    (tmp_path / "plain").mkdir()
+    assert dead_run_warnings(project, {"DAGSTER_HOME": str(tmp_path / "plain")}) == [], "no dagster.yaml: the default launcher, judged by the sensors"
+    docker = "run_launcher:\n  module: dagster_docker\n  class: DockerRunLauncher\n"
+    (w,) = dead_run_warnings(project, {"DAGSTER_HOME": _home(tmp_path, docker)})
+    text = w.render()
+    assert w.severity == "warning" and "lake/orders.sql runs on events" in text and "dagster_docker.DockerRunLauncher" in text
+    assert "run_monitoring: {enabled: true}" in text and "run_retries: {enabled: true}" in text and "dagster.yaml" in text
+    assert dead_run_warnings(project, {"DAGSTER_HOME": _home(tmp_path, docker + "run_monitoring:\n  enabled: true\n")}) == []
+    shipped = Path(__file__).parent.parent / "dagster_home"
+    assert dead_run_warnings(project, {"DAGSTER_HOME": str(shipped)}) == [], "the repository's own instance"
+    untriggered = load_project(write_steps(tmp_path / "q", {"lake/daily.sql": STEPS["lake/daily.sql"]}), LineageSettings(state_dir=str(tmp_path / "state")))
+    assert dead_run_warnings(untriggered, {"DAGSTER_HOME": _home(tmp_path, docker)}) == [], "nothing runs on events"

@@ -16,6 +16,13 @@ then it is run again (SPEC section 6, "until it succeeds"), by two layers:
    event log, and ``lineage-defs events replay <batch>`` starts a fresh series
    of attempts.
 
+A run whose worker died stays STARTED (or STARTING) until something fails
+it: run monitoring, when the instance has it (the repository's
+``dagster.yaml``); on an instance without it (a fresh ``DAGSTER_HOME``),
+``reap`` — each tick, for the batches' runs in progress whose worker is
+provably gone (``dagster_storage.dead_worker``). The batch then goes on as
+after any failed run.
+
 ``verdict`` is pure (fixed inputs in the tests); ``batch_runs`` reads the
 runs from the instance. The target's ledger makes every run after the first
 that wrote a no-op, so running a batch again is always safe.
@@ -23,7 +30,7 @@ that wrote a no-op, so running a batch again is always safe.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -146,4 +153,25 @@ def batch_runs(instance: Any, batch_ids: Sequence[str]) -> dict[str, list[RunInf
                     will_retry=run.tags.get(WILL_RETRY_TAG) == "true",
                 )
             )
+    return out
+
+
+def reap(instance: Any, runs: Mapping[str, Sequence[RunInfo]], now: float) -> list[tuple[str, str, str]]:
+    """Fail the batches' runs in progress whose worker provably died and that nothing else in ``instance``
+    would fail (``dagster_storage.unwatched``); (batch, run id, why) of each, so the caller reads the runs again."""
+    from lineage_defs.dagster_storage import dead_worker, unwatched
+
+    live = [(b, r) for b, rs in runs.items() for r in rs if r.status in ("STARTED", "STARTING")]
+    watch = unwatched(instance) if live else frozenset()
+    out: list[tuple[str, str, str]] = []
+    for b, r in live:
+        run = instance.get_run_by_id(r.run_id) if r.status in watch else None
+        why = dead_worker(instance, run, now) if run is not None else None
+        if why:
+            instance.report_run_failed(
+                run,
+                f"{why}. Marked failed by lineage_defs's event sensor, which runs batch {b} again: "
+                "this instance has no run monitoring to notice a dead run worker (see docs/annotations.md, \"Until it succeeds\")",
+            )
+            out.append((b, r.run_id, why))
     return out

@@ -10,7 +10,10 @@ first, the tag ``lineage/batch`` so the run reads that batch, and Dagster's
 retry tags); one whose attempts ran out is settled failed and reported — in
 this and every later tick's skip reason, and on its last run's event log.
 A request lost with a crashed daemon is simply made again next tick: the run
-key is derived from the runs the instance holds, never from a counter. The
+key is derived from the runs the instance holds, never from a counter. A run
+whose worker died with it is failed by run monitoring where the instance has
+it, else by the tick itself when provable (``outcome.reap``); where neither
+can, the skip reason says what to add to ``dagster.yaml``. The
 target's ledger makes every run of a batch after the first that wrote a
 no-op.
 """
@@ -34,6 +37,7 @@ from dagster import (
     multi_or_in_process_executor,
 )
 
+from lineage_defs.dagster_storage import blind_spot
 from lineage_defs.events.store import BATCH_TAG, STREAM_TAG, Batch, BatchStatus, EventStore
 from lineage_defs.settings import LineageSettings
 from lineage_defs.triggers.pull import MAX_PER_TICK, NotConfigured, Reader, SourceUnavailable, drain
@@ -47,6 +51,7 @@ from lineage_defs.triggers.outcome import (
     Policy,
     Verdict,
     batch_runs,
+    reap,
     verdict,
 )
 
@@ -179,6 +184,11 @@ def emit(
     now = time.time()
     pending = store.open_batches(stream, limit=OPEN_PER_TICK)
     runs = batch_runs(context.instance, [b.id for b in pending])
+    dead = reap(context.instance, runs, now)
+    for batch, run_id, why in dead:
+        context.log.warning(f"run {run_id} of batch {batch}: {why}; marked it failed, the batch runs again")
+    if dead:
+        runs = batch_runs(context.instance, [b.id for b in pending])
     verdicts = [(b, verdict(b.id, b.replay, runs[b.id], now, policy)) for b in pending]
     # One batch of a stream in flight at a time: what arrives meanwhile waits in the store and
     # becomes the next batch (up to max_batch) once it ended. A slow run then means bigger
@@ -222,6 +232,9 @@ def emit(
         seen = f"{counts['events']} events stored, {counts['batched']} in batches" + (f"; batches {state}" if state else "")
         if in_flight and waiting:
             seen += f"; {waiting} new events wait for the running batch"
+        if in_flight:
+            blind = blind_spot(context.instance)
+            seen += f"; {blind}" if blind else ""
         return SensorResult(skip_reason=SkipReason(f"{note}no new batch ({seen}){problems}"), dynamic_partitions_requests=dynamic)
     if problems:
         context.log.warning(problems.lstrip("; "))
