@@ -25,10 +25,10 @@ from lineage_defs import uris
 from lineage_defs.errors import LineageDefsError, RunError
 from lineage_defs.parse import parse_header
 from lineage_defs.parse.model import Language
-from lineage_defs.plan.canonical import canonical, planned_types
+from lineage_defs.plan.canonical import canonical, normalize_type, planned_types
 from lineage_defs.plan.impact import ColumnGraph
 from lineage_defs.plan.schema_diff import BREAKING, Readers, StepBefore, StepChange, as_json, classify, render
-from lineage_defs.plan.spec import AnyStep, Project, ScriptStep
+from lineage_defs.plan.spec import MANAGED_DESCRIPTIONS, AnyStep, Project, ScriptStep
 from lineage_defs.settings import LineageSettings
 
 COLUMN_SCHEMA = "dagster/column_schema"
@@ -149,7 +149,10 @@ def before_instance(project: Project) -> dict[str, StepBefore]:
                 continue  # never materialized: a new step
             schema = m.metadata.get(COLUMN_SCHEMA)
             value = getattr(schema, "schema", None)
-            cols = {c.name: (c.type.upper() if c.type and c.type.lower() != "unknown" else None) for c in value.columns} if isinstance(value, TableSchema) else None
+            cols = None
+            if isinstance(value, TableSchema):  # the columns the runtime manages are not the script's
+                planned = {c.lower() for c in s.output_columns or ()}
+                cols = {c.name: normalize_type(c.type) for c in value.columns if c.name not in MANAGED_DESCRIPTIONS or c.name.lower() in planned}
             out[s.uri] = StepBefore(cols, None, (m.tags or {}).get(CODE_VERSION_TAG))
     return out
 

@@ -184,3 +184,41 @@ def test_a_column_removed_from_a_script_breaks_the_dbt_models_and_tests_reading_
     yml_line = _line(folder / "shop" / "dbt" / "models" / "sources.yml", "- name: order_id")
     assert {t[0] for t in tests} >= {"source_not_null_lake_orders_order_id", "source_unique_lake_orders_order_id"}
     assert all(t[1:] == ("shop/dbt/models/sources.yml", yml_line) for t in tests)
+
+
+def test_against_instance_compares_with_the_last_materialized_column_schema(folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Materializations recorded in a Dagster instance (no daemon): orders' last one had another code version,
+    a column since dropped (nobody reads it) and order_date as VARCHAR (the plan casts it to DATE: retyped, read)."""
+    import dagster as dg
+
+    from lineage_defs import uris
+    from lineage_defs.plan.project import load_project
+    from lineage_defs.settings import LineageSettings
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    (tmp_path / "dagster").mkdir()
+    (tmp_path / "dagster" / "dagster.yaml").write_text("")
+    project = load_project(folder, LineageSettings(state_dir=str(tmp_path / "state")))
+    with dg.DagsterInstance.get() as instance:
+        for s in project.steps:
+            if s.uri == "ducklake://main/payments":
+                continue  # never materialized: a new step
+            columns = [dg.TableColumn(c, "unknown") for c in s.output_columns or ()]
+            version = s.code_version
+            if s.uri == "ducklake://main/orders":
+                columns = [dg.TableColumn(c, "VARCHAR" if c == "order_date" else "unknown") for c in s.output_columns or ()]
+                columns += [dg.TableColumn("legacy_flag", "BOOLEAN"), dg.TableColumn("_partition", "VARCHAR")]
+                version = "0" * 16
+            instance.report_runless_asset_event(
+                dg.AssetMaterialization(dg.AssetKey(list(uris.key_path(s.uri))), metadata={"dagster/column_schema": dg.TableSchema(columns)}, tags={"dagster/code_version": version or ""})
+            )
+    code = cli.main(["diff", "--against-instance", "--json", "--folder", str(folder)])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert report["against"] == "instance"
+    assert {s["file"]: s["status"] for s in report["steps"]} == {"shop/orders.sql": "changed", "shop/payments.py": "new"}
+    changes = {c["column"]: c for c in _step(report, "shop/orders.sql")["changes"]}
+    assert set(changes) == {"legacy_flag", "order_date"}  # _partition is the runtime's, not the script's
+    assert (changes["legacy_flag"]["change"], changes["legacy_flag"]["verdict"], changes["legacy_flag"]["readers"]) == ("removed", "non-breaking", [])
+    assert (changes["order_date"]["change"], changes["order_date"]["old_type"], changes["order_date"]["new_type"], changes["order_date"]["verdict"]) == ("retyped", "TEXT", "DATE", "breaking")
+    assert {r["file"] for r in changes["order_date"]["readers"]} == {"analytics/customer_ltv.py", "analytics/daily_funnel.sql", "analytics/kpi_snapshots.sql"}

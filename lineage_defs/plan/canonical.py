@@ -62,6 +62,18 @@ def canonical(text: str, language: Language) -> str:
     return f"{head}\n--\n{code}"
 
 
+def normalize_type(name: str, dialect: str = "duckdb") -> str | None:
+    """One spelling per type (``VARCHAR`` and ``TEXT``, ``INTEGER`` and ``INT``), as sqlglot prints it; None if unknown."""
+    from sqlglot import exp
+
+    if not name or name.lower() == "unknown":
+        return None
+    try:
+        return exp.DataType.build(name, dialect=dialect).sql(dialect=dialect).upper()
+    except Exception:  # a type sqlglot does not know: compare it as written
+        return name.upper()
+
+
 def planned_types(sql: str, dialect: str) -> dict[str, str]:
     """Output column (lower case) → type, for the columns the final query's SELECT list types itself."""
     import sqlglot
