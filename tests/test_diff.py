@@ -222,3 +222,23 @@ def test_against_instance_compares_with_the_last_materialized_column_schema(fold
     assert (changes["legacy_flag"]["change"], changes["legacy_flag"]["verdict"], changes["legacy_flag"]["readers"]) == ("removed", "non-breaking", [])
     assert (changes["order_date"]["change"], changes["order_date"]["old_type"], changes["order_date"]["new_type"], changes["order_date"]["verdict"]) == ("retyped", "TEXT", "DATE", "breaking")
     assert {r["file"] for r in changes["order_date"]["readers"]} == {"analytics/customer_ltv.py", "analytics/daily_funnel.sql", "analytics/kpi_snapshots.sql"}
+
+
+def test_a_renamed_column_nothing_reads_is_non_breaking(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Made from the same source column under another name: a rename, not a removal and an addition."""
+    _edit(folder / "shop" / "orders.sql", "    payment_method,\n", "    payment_method AS pay_method,\n")
+    code, report = _diff(folder, capsys)
+    assert code == 0
+    [change] = _step(report, "shop/orders.sql")["changes"]
+    assert (change["column"], change["change"], change["renamed_to"], change["verdict"], change["readers"]) == ("payment_method", "renamed", "pay_method", "non-breaking", [])
+
+
+def test_the_breaking_ok_annotation_parses_and_stays_prose_without_ok() -> None:
+    from lineage_defs.parse import parse_header
+
+    header, errors = parse_header("p/x.sql", "-- pipeline\n-- breaking ok a, b\n-- breaking ok c\nSELECT 1", "duckdb")
+    assert (header.breaking_ok, errors) == (("a", "b", "c"), [])
+    header, errors = parse_header("p/x.sql", "-- pipeline\n-- breaking changes are announced on the list\nSELECT 1", "duckdb")
+    assert (header.breaking_ok, header.description, errors) == ((), "breaking changes are announced on the list", [])
+    _, errors = parse_header("p/x.sql", "-- pipeline\n-- breaking ok 1x\nSELECT 1", "duckdb")
+    assert [(e.line, e.message) for e in errors] == [(2, "'1x' is not a column name")]
