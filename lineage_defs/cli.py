@@ -175,12 +175,13 @@ def cmd_changed(args: argparse.Namespace) -> int:
 
 def cmd_impact(args: argparse.Namespace) -> int:
     from lineage_defs.errors import LineageDefsError
-    from lineage_defs.plan.impact import ColumnGraph, as_json, render
+    from lineage_defs.plan.impact import as_json, render
+    from lineage_defs.plan.impact_index import column_graph
 
-    project = _load(_settings(args.folder))
-    for e in project.errors:
-        print(e.render(), file=sys.stderr)
-    graph = ColumnGraph.build(project)
+    settings = _settings(args.folder)
+    graph, errors = column_graph(Path(settings.pipelines_dir), settings.cache_dir, settings.state, lambda: _load(settings))
+    for e in errors:
+        print(e, file=sys.stderr)
     try:
         asset, column = graph.resolve(args.column)
     except LineageDefsError as e:

@@ -104,3 +104,31 @@ def test_impact_on_a_generated_project_with_scripts_and_dbt(tmp_path: Path) -> N
     assert down == _golden("shop_orders_amount.json")
     up = _answer(folder, tmp_path / "state", "ducklake://main/report.doubled_revenue", upstream=True)
     assert up == _golden("shop_report_doubled_revenue_upstream.json")
+
+
+def test_a_second_answer_comes_from_the_index_until_a_file_changes(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The column graph is kept in the state dir with the folder's fingerprint: no planning while nothing changed."""
+    from lineage_defs.plan import project as plan_project
+
+    folder = Path(shutil.copytree(EXAMPLE, tmp_path / "pipelines", ignore=shutil.ignore_patterns("dbt")))
+    monkeypatch.setenv("LINEAGE_STATE_DIR", str(tmp_path / "state"))
+    args = ["impact", "ducklake://main/orders.amount_eur", "--json", "--folder", str(folder)]
+    assert cli.main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+
+    loads: list[Path] = []
+    real = plan_project.load_project
+    monkeypatch.setattr(plan_project, "load_project", lambda root, settings=None: loads.append(Path(root)) or real(root, settings))
+    assert cli.main(args) == 0
+    assert json.loads(capsys.readouterr().out) == first and loads == []
+
+    kpi = folder / "analytics" / "kpi_snapshots.sql"
+    kpi.write_text(kpi.read_text().replace("    c.vip_customers\n", "    c.vip_customers,\n    r.revenue_eur_total * 2 AS doubled_total\n"))
+    assert cli.main(args) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert len(loads) == 1
+    added = [c for c in again["columns"] if c not in first["columns"]]
+    # orders.amount_eur -mod-> daily_revenue.revenue_eur -mod-> kpi_snapshots.doubled_total (the CTE's column is no asset's)
+    assert [(c["asset"], c["column"], [(h["to"], h["kind"]) for h in c["path"]]) for c in added] == [
+        ("ducklake://main/kpi_snapshots", "doubled_total", [("ducklake://main/daily_revenue.revenue_eur", "mod"), ("ducklake://main/kpi_snapshots.doubled_total", "mod")])
+    ]

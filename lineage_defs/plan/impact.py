@@ -17,6 +17,7 @@ import difflib
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from lineage_defs.errors import RunError
 from lineage_defs.plan.spec import DbtStep, EdgeKind, Project, ScriptStep
@@ -91,6 +92,29 @@ class ColumnGraph:
             g.columns.setdefault(uri, set())
         for hops in (*g.out_edges.values(), *g.in_edges.values()):
             hops.sort(key=lambda h: (h.source, h.target, h.kind))
+        return g
+
+    def to_data(self) -> dict[str, object]:
+        """Plain JSON-able data (``plan.impact_index`` stores it); ``from_data`` reverses it."""
+        return {
+            "edges": [[h.source, h.target, str(h.kind)] for hops in self.out_edges.values() for h in hops],
+            "columns": {a: sorted(c) for a, c in self.columns.items()},
+            "tests": {n: [[t.asset, t.name, t.path, t.line] for t in ts] for n, ts in self.tests.items()},
+            "dbt_assets": sorted(self.dbt_assets),
+            "sources": self.sources,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> ColumnGraph:
+        g = cls(columns={a: set(c) for a, c in data["columns"].items()}, dbt_assets=set(data["dbt_assets"]), sources=dict(data["sources"]))
+        kinds = {str(k): k for k in EdgeKind}
+        for source, target, kind in data["edges"]:
+            hop = Hop(source, target, kinds[kind])
+            g.out_edges.setdefault(source, []).append(hop)
+            g.in_edges.setdefault(target, []).append(hop)
+        for hops in g.in_edges.values():
+            hops.sort(key=lambda h: (h.source, h.target, h.kind))
+        g.tests = {n: [TestRef(*t) for t in ts] for n, ts in data["tests"].items()}
         return g
 
     def _add_tests(self, s: ScriptStep | DbtStep) -> None:
