@@ -189,7 +189,8 @@ def cmd_impact(args: argparse.Namespace) -> int:
         return 2
     found = graph.walk(asset, column, upstream=args.upstream)
     if args.json:
-        print(json.dumps(as_json(graph, asset, column, args.upstream, found), indent=2))
+        # indented for a terminal; one line for a pipe (json's C encoder: an answer of thousands of columns stays fast)
+        print(json.dumps(as_json(graph, asset, column, args.upstream, found), indent=2 if sys.stdout.isatty() else None))
     else:
         print("\n".join(render(graph, asset, column, args.upstream, found)))
     return 0

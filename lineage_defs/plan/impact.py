@@ -209,7 +209,7 @@ def as_json(graph: ColumnGraph, asset: str, column: str, upstream: bool, found: 
 
 
 def render(graph: ColumnGraph, asset: str, column: str, upstream: bool, found: Iterable[Reached]) -> list[str]:
-    """The text answer: the column with its readers and tests, then one line per column reached, its path below it."""
+    """The text answer: the column with its readers and tests, then each column reached with its path below it."""
     found = list(found)
     word = "upstream" if upstream else "downstream"
     lines: list[str] = []
@@ -218,10 +218,10 @@ def render(graph: ColumnGraph, asset: str, column: str, upstream: bool, found: I
         lines.append(f"{'  ' if r.path else ''}{r.node}{'  [' + ', '.join(marks) + ']' if marks else ''}")
         if r.path:
             lines.append("      " + " ".join(f"{h.source} -{h.kind}-> {h.target}" if i == 0 else f"-{h.kind}-> {h.target}" for i, h in enumerate(r.path)))
-        else:
-            lines.append(f"  {len(found)} column{'s' * (len(found) != 1)} {word}:")
         if r.readers:
             lines.append(f"      read by: {', '.join(r.readers)}")
         if r.tests:
             lines.append("      tested by: " + ", ".join(f"{t.name} ({t.path}:{t.line})" if t.line else f"{t.name} ({t.path})" for t in r.tests))
+        if not r.path:
+            lines.append(f"{len(found)} column{'s' * (len(found) != 1)} {word}:")
     return lines
