@@ -43,6 +43,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(e.render(), file=sys.stderr)
     n, w = len(project.errors), len(warnings)
     print(f"{len(project.steps)} steps, {n} error{'s' * (n != 1)}, {w} warning{'s' * (w != 1)}")
+    if args.against_instance and not project.errors:  # `lineage-defs diff --against-instance`'s rules
+        from lineage_defs.diff import breaking_against_instance
+
+        return breaking_against_instance(project, settings)
     return 1 if project.errors else 0
 
 
@@ -296,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="report every annotation and contract error; exit 1 if any")
     c.add_argument("folder", nargs="?")
     c.add_argument("--no-cache", action="store_true", help="parse everything again")
+    c.add_argument("--against-instance", action="store_true", help="also fail on breaking column changes against the last materializations in $DAGSTER_HOME (docs/impact.md)")
     c.set_defaults(fn=cmd_check)
     g = sub.add_parser("graph", help="asset (and column) lineage as text or JSON")
     g.add_argument("folder", nargs="?")

@@ -11,6 +11,7 @@ change, non-breaking or metadata only; 1 a breaking change not accepted with
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -155,6 +156,21 @@ def before_instance(project: Project) -> dict[str, StepBefore]:
                 cols = {c.name: normalize_type(c.type) for c in value.columns if c.name not in MANAGED_DESCRIPTIONS or c.name.lower() in planned}
             out[s.uri] = StepBefore(cols, None, (m.tags or {}).get(CODE_VERSION_TAG))
     return out
+
+
+def breaking_against_instance(project: Project, settings: LineageSettings) -> int:
+    """``lineage-defs check --against-instance``: the breaking changes on stderr; 1 if any, 2 on an error."""
+    try:
+        changes = compare(project, before_instance(project), _reader(Path(settings.pipelines_dir)), None)
+    except LineageDefsError as e:
+        print(f"lineage-defs check: {e.render()}", file=sys.stderr)
+        return 2
+    breaking = [dataclasses.replace(sc, changes=tuple(c for c in sc.changes if c.verdict == BREAKING)) for sc in changes if sc.verdict == BREAKING]
+    for line in render(breaking):
+        print(line, file=sys.stderr)
+    n = sum(1 for sc in breaking for c in sc.changes if c.verdict == BREAKING and not c.accepted)
+    print(f"{n} breaking column change{'s' * (n != 1)} against the instance")
+    return 1 if n else 0
 
 
 def run_diff(settings: LineageSettings, since: str | None, against_instance: bool, as_json_out: bool) -> int:

@@ -223,6 +223,15 @@ def test_against_instance_compares_with_the_last_materialized_column_schema(fold
     assert (changes["order_date"]["change"], changes["order_date"]["old_type"], changes["order_date"]["new_type"], changes["order_date"]["verdict"]) == ("retyped", "TEXT", "DATE", "breaking")
     assert {r["file"] for r in changes["order_date"]["readers"]} == {"analytics/customer_ltv.py", "analytics/daily_funnel.sql", "analytics/kpi_snapshots.sql"}
 
+    # `check --against-instance` applies the same rules: the breaking change on stderr, exit 1
+    assert cli.main(["check", str(folder), "--against-instance"]) == 1
+    captured = capsys.readouterr()
+    assert "retyped order_date: TEXT → DATE" in captured.err and "legacy_flag" not in captured.err
+    assert "1 breaking column change against the instance" in captured.out
+    monkeypatch.delenv("DAGSTER_HOME")
+    assert cli.main(["check", str(folder), "--against-instance"]) == 2
+    assert "DAGSTER_HOME is not set" in capsys.readouterr().err
+
 
 def test_a_renamed_column_nothing_reads_is_non_breaking(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Made from the same source column under another name: a rename, not a removal and an addition."""
