@@ -1,4 +1,4 @@
-"""``lineage-defs``: check, graph, new, changed, backfill, webhooks serve, email serve, events, demo."""
+"""``lineage-defs``: check, graph, new, changed, impact, diff, backfill, webhooks serve, email serve, events, demo."""
 
 from __future__ import annotations
 
@@ -43,6 +43,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(e.render(), file=sys.stderr)
     n, w = len(project.errors), len(warnings)
     print(f"{len(project.steps)} steps, {n} error{'s' * (n != 1)}, {w} warning{'s' * (w != 1)}")
+    if args.against_instance and not project.errors:  # `lineage-defs diff --against-instance`'s rules
+        from lineage_defs.diff import breaking_against_instance
+
+        return breaking_against_instance(project, settings)
     return 1 if project.errors else 0
 
 
@@ -173,6 +177,35 @@ def cmd_changed(args: argparse.Namespace) -> int:
     return 1 if project.errors else 0
 
 
+def cmd_impact(args: argparse.Namespace) -> int:
+    from lineage_defs.errors import LineageDefsError
+    from lineage_defs.plan.impact import as_json, render
+    from lineage_defs.plan.impact_index import column_graph
+
+    settings = _settings(args.folder)
+    graph, errors = column_graph(Path(settings.pipelines_dir), settings.cache_dir, settings.state, lambda: _load(settings))
+    for e in errors:
+        print(e, file=sys.stderr)
+    try:
+        asset, column = graph.resolve(args.column)
+    except LineageDefsError as e:
+        print(f"lineage-defs impact: {e.render()}", file=sys.stderr)
+        return 2
+    found = graph.walk(asset, column, upstream=args.upstream)
+    if args.json:
+        # indented for a terminal; one line for a pipe (json's C encoder: an answer of thousands of columns stays fast)
+        print(json.dumps(as_json(graph, asset, column, args.upstream, found), indent=2 if sys.stdout.isatty() else None))
+    else:
+        print("\n".join(render(graph, asset, column, args.upstream, found)))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from lineage_defs.diff import run_diff
+
+    return run_diff(_settings(args.folder), args.since, args.against_instance, args.json)
+
+
 def cmd_backfill(args: argparse.Namespace) -> int:
     from lineage_defs.backfill import launch_backfill
 
@@ -267,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="report every annotation and contract error; exit 1 if any")
     c.add_argument("folder", nargs="?")
     c.add_argument("--no-cache", action="store_true", help="parse everything again")
+    c.add_argument("--against-instance", action="store_true", help="also fail on breaking column changes against the last materializations in $DAGSTER_HOME (docs/impact.md)")
     c.set_defaults(fn=cmd_check)
     g = sub.add_parser("graph", help="asset (and column) lineage as text or JSON")
     g.add_argument("folder", nargs="?")
@@ -284,6 +318,19 @@ def main(argv: list[str] | None = None) -> int:
     ch.add_argument("args", nargs="*", metavar="[folder] [+]", help="the pipelines folder; '+' adds everything downstream")
     ch.add_argument("--since", metavar="GIT_REF", help="compare with the folder at this commit (default: each asset's latest materialization in $DAGSTER_HOME)")
     ch.set_defaults(fn=cmd_changed)
+    im = sub.add_parser("impact", help="every column downstream (or upstream) of one column, with the path of edges to it")
+    im.add_argument("column", metavar="ASSET_URI.COLUMN", help="e.g. ducklake://main/orders.amount_eur")
+    im.add_argument("--upstream", action="store_true", help="where the column comes from instead of where it goes")
+    im.add_argument("--json", action="store_true", help="the answer as JSON (docs/impact.md)")
+    im.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    im.set_defaults(fn=cmd_impact)
+    df = sub.add_parser("diff", help="changed steps' output columns, classified breaking / non-breaking / metadata only; exit 1 on breaking")
+    since = df.add_mutually_exclusive_group(required=True)
+    since.add_argument("--since", metavar="GIT_REF", help="compare with the plan of the pipelines folder at this commit")
+    since.add_argument("--against-instance", action="store_true", help="compare with each asset's last materialized dagster/column_schema in $DAGSTER_HOME")
+    df.add_argument("--json", action="store_true", help="the changes as JSON (docs/impact.md)")
+    df.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    df.set_defaults(fn=cmd_diff)
     b = sub.add_parser("backfill", help="launch a partition backfill on a running instance")
     b.add_argument("asset", help="asset URI, e.g. ducklake://main/orders")
     b.add_argument("--from", dest="from_", required=True)

@@ -91,10 +91,12 @@ def dbt_steps(projects: Sequence[tuple[DbtProject, Mapping[str, Any]]], names: s
             for t in project.test_ids:
                 tn = all_nodes[t]
                 attached = tn.get("attached_node") or next(iter((tn.get("depends_on") or {}).get("nodes", [])), None)
+                column = str(tn.get("column_name") or "")
+                yml = f"{project.path}/{tn['original_file_path']}" if tn.get("original_file_path") else ""
                 if attached and attached in sources:
-                    on_sources.append(DbtTest(tn["name"], t, _severity(tn), asset=uri_of(attached) or "", select="fqn:" + ".".join(tn.get("fqn") or [tn["name"]])))
+                    on_sources.append(DbtTest(tn["name"], t, _severity(tn), asset=uri_of(attached) or "", select="fqn:" + ".".join(tn.get("fqn") or [tn["name"]]), column=column, path=yml))
                 elif attached:
-                    tests_of.setdefault(attached, []).append(DbtTest(tn["name"], t, _severity(tn)))
+                    tests_of.setdefault(attached, []).append(DbtTest(tn["name"], t, _severity(tn), column=column, path=yml))
         # the project's first unpartitioned model carries them (its multi-asset has no partitions to mismatch)
         carrier = next((u for u in project.unique_ids if not _batch(all_nodes[u])), None)
         if carrier is not None:

@@ -547,6 +547,19 @@ def _append(ln: _Line, args: list[Token]) -> None:
     ln.b.alias_append = ln.loc()
 
 
+def _breaking(ln: _Line, args: list[Token]) -> None:
+    """``breaking ok <column>[,<column>…]``: ``lineage-defs diff`` accepts breaking changes of these columns."""
+    if len(args) < 2 or args[0].text != "ok":
+        ln.error(args[0] if args else None, "'breaking' needs ok <column>", "write breaking ok amount_eur")
+        return
+    for t in args[1:]:
+        for piece in _split_commas(t):
+            if not _IDENT.match(piece.text):
+                ln.error(piece, f"'{piece.text}' is not a column name", "write breaking ok amount_eur")
+                return
+            ln.b.add("breaking_ok", piece.text)
+
+
 _HANDLERS: dict[str, Callable[[_Line, list[Token]], None]] = {
     "pipeline": _pipeline,
     "on": _on,
@@ -568,6 +581,7 @@ _HANDLERS: dict[str, Callable[[_Line, list[Token]], None]] = {
     "dialect": _dialect,
     "unique_key": _unique_key,
     "append": _append,
+    "breaking": _breaking,
 }
 
 
@@ -697,4 +711,5 @@ def _freeze(b: _Builder, body_line: int) -> Header:
         owners=tuple(ls.get("owners", ())),  # type: ignore[arg-type]
         pool=v.get("pool"),  # type: ignore[arg-type]
         body_line=body_line,
+        breaking_ok=tuple(ls.get("breaking_ok", ())),  # type: ignore[arg-type]
     )

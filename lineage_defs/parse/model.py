@@ -195,3 +195,4 @@ class Header:
     owners: tuple[str, ...] = ()
     pool: str | None = None
     body_line: int = 1  # first line of code (1-based)
+    breaking_ok: tuple[str, ...] = ()  # `breaking ok <column>`: lineage-defs diff accepts a breaking change of these

@@ -15,7 +15,7 @@ from lineage_defs.errors import did_you_mean
 KEYWORDS = (
     "pipeline", "on", "mute", "trigger", "debounce", "partitioned", "materialize",
     "data_test", "column", "macros", "use", "freshness", "retry", "tag", "owner",
-    "pool", "dialect",
+    "pool", "dialect", "breaking",
 )
 ALIASES = {"test": "data_test", "unique_key": "unique_key", "append": "append"}
 PARTITION_KINDS = ("daily", "hourly", "weekly", "monthly", "dynamic")
@@ -93,6 +93,8 @@ def parse_duration(text: str) -> float | None:
 def is_annotation(content: str) -> bool:
     """True when a comment line is (or tries to be) an annotation, not prose."""
     first = content.split(None, 1)[0] if content.strip() else ""
+    if first == "breaking":  # `breaking ok <column>`; prose may begin with the word
+        return content.split()[1:2] == ["ok"]
     if first in KEYWORDS or first in ALIASES:
         return True
     # `materialize=…`, `pipeline:` — a keyword glued to '=' or ':' must not vanish into prose

@@ -199,6 +199,9 @@ class DbtTest:
     # selector that makes dbt run the test (a model's selection does not reach it)
     asset: str = ""
     select: str = ""
+    column: str = ""  # the column a column-level test reads ("" for a model-level one)
+    path: str = ""  # the YAML file declaring it, relative to the pipelines folder
+    line: int = 0  # where in it (0: unknown)
 
 
 @dataclass(frozen=True)

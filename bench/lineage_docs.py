@@ -1,0 +1,110 @@
+"""Column impact benchmark: `lineage-defs impact` on 3,000 dbt models + 500 SQL scripts.
+
+    .venv/bin/python bench/lineage_docs.py [--models 3000] [--scripts 500] [--repeat 3]
+
+The project is bench/dbt.py's generator (a dbt project of `m<i>` models, each
+reading one or two earlier ones, a `raw` script under them and `s<j>` scripts
+reading model relations). One cold load fills the state dir (dbt parse,
+every script and model analysed); then, warm:
+- `lineage-defs impact ... --json` end to end, each in a fresh process (what a
+  user waits for: interpreter start, warm project load, graph, walk, JSON);
+- in one process, after the warm load: building the column graph, and the
+  walk, for the widest column (`raw.amount`: every model's amount is made
+  from it) and for a script's column upstream.
+Prints the numbers (medians of --repeat).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CLI = Path(sys.executable).parent / "lineage-defs"
+
+
+def _generator():  # type: ignore[no-untyped-def]
+    """bench/dbt.py's generate(), loaded by path (its module name would shadow the dbt package)."""
+    spec = importlib.util.spec_from_file_location("bench_dbt_project", HERE / "dbt.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.generate
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", type=int, default=3000)
+    p.add_argument("--scripts", type=int, default=500)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--dir", help="generate into (or reuse) this folder instead of a temporary one")
+    args = p.parse_args()
+
+    from lineage_defs.plan.impact import ColumnGraph
+    from lineage_defs.plan.project import load_project
+    from lineage_defs.settings import LineageSettings
+
+    with tempfile.TemporaryDirectory(prefix="bench-impact-") as scratch:
+        tmp = Path(args.dir) if args.dir else Path(scratch)
+        pipelines = tmp / "pipelines"
+        if not pipelines.exists():
+            _generator()(tmp, args.models, args.scripts, min(300, args.models))
+        state = tmp / "state"
+        settings = LineageSettings(state_dir=str(state))
+        fresh = not state.exists()
+        t = time.perf_counter()
+        project = load_project(pipelines, settings)
+        cold = time.perf_counter() - t
+        assert not project.errors, [e.render() for e in project.errors[:5]]
+        edges = sum(len(s.column_edges) for s in project.steps)
+        print(f"project: {len(project.dbt_steps)} dbt models, {len(project.scripts)} scripts, {edges} column edges; {'cold' if fresh else 'first (state reused)'} load {cold:.1f} s")
+
+        script = next(s for s in project.scripts if s.uri.endswith("/s0"))
+        questions = [("ducklake://main/raw.amount", False), (f"{script.uri}.amount", True)]
+        env = {"LINEAGE_STATE_DIR": str(state), "PATH": str(Path(sys.executable).parent)}
+        for spec, upstream in questions:
+            cmd = [str(CLI), "impact", spec, "--json", "--folder", str(pipelines), *(["--upstream"] if upstream else [])]
+            runs, cpu, answer, size = [], [], {}, 0
+            subprocess.run(cmd, capture_output=True, env=env, cwd=ROOT, check=True)  # the first answer writes the index
+            for _ in range(args.repeat):
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t = time.perf_counter()
+                out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+                runs.append(time.perf_counter() - t)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+                answer, size = json.loads(out.stdout), len(out.stdout)
+            print(
+                f"impact {spec}{' --upstream' if upstream else ''}: {len(answer['columns'])} columns ({size / 1e6:.1f} MB of JSON); "
+                f"CLI warm, fresh process: {statistics.median(runs):.2f} s wall, {statistics.median(cpu):.2f} s CPU (medians of {args.repeat})"
+            )
+
+        loads, builds, walks = [], [], []
+        for _ in range(args.repeat):  # CPU time (process_time): the machine may be shared
+            t = time.process_time()
+            project = load_project(pipelines, settings)
+            loads.append(time.process_time() - t)
+            t = time.process_time()
+            graph = ColumnGraph.build(project)
+            builds.append(time.process_time() - t)
+            t = time.process_time()
+            for spec, upstream in questions:
+                graph.walk(*graph.resolve(spec), upstream=upstream)
+            walks.append((time.process_time() - t) / len(questions))
+        print(
+            f"in process, CPU: warm project load (what the index saves) {statistics.median(loads):.2f} s, column graph {statistics.median(builds) * 1000:.0f} ms, "
+            f"one walk {statistics.median(walks) * 1000:.0f} ms (medians of {args.repeat})"
+        )
+
+
+if __name__ == "__main__":
+    main()
