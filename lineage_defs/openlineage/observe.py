@@ -6,6 +6,12 @@ schema (the materialization's ``dagster/column_schema``, or the plan's
 columns) and its column lineage: a script's from the plan (with the clause
 of each scan), a dbt model's from the lineage pass when it ran. Building and
 sending events never fails the step: a problem is a warning in its log.
+
+A run whose endpoint cannot be reached or does not answer within the budget
+gives up on it (``emitter``): one warning, in the step that gave up, and the
+run tag ``lineage/openlineage_gave_up`` so that its later steps — in this
+process or another (Dagster's multiprocess executor) — send nothing and do
+not wait.
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ from typing import Any
 from dagster import AssetKey, AssetMaterialization, MaterializeResult, Output
 
 from lineage_defs.openlineage.config import configured
-from lineage_defs.openlineage.emitter import Emitter, Outcome
+from lineage_defs.openlineage.emitter import Emitter, Outcome, given_up
 from lineage_defs.openlineage.spec import Dataset, Event, RunInfo, output_dataset
 from lineage_defs.plan.spec import AnyStep, ColumnEdge, EdgeKind, ScriptStep
+
+
+GAVE_UP_TAG = "lineage/openlineage_gave_up"  # on a run whose steps stopped sending: why
 
 
 class JobType(StrEnum):
@@ -59,6 +68,7 @@ class _Watch:
         self.context, self.job_type = context, job_type
         self.written: dict[AssetKey, dict[str, Any]] = {}
         self.emitter: Emitter | None = None
+        self.run_id: str | None = None
         try:
             settings = context.resources.lineage.settings()
             selected = set(context.selected_asset_keys)
@@ -66,7 +76,12 @@ class _Watch:
             self.by_output = {k.to_python_identifier(): k for k in self.steps}
             self.runs = {k: self._run(s) for k, s in self.steps.items()}
             self.budget = settings.openlineage_timeout
-            self.emitter = Emitter(settings.openlineage_namespace, self.budget)
+            self.run_id = context.run.run_id
+            reason = given_up(self.run_id) or context.run.tags.get(GAVE_UP_TAG)
+            if reason:
+                context.log.debug(f"OpenLineage: no events for this step: this run gave up on the endpoint earlier ({reason})")
+                return
+            self.emitter = Emitter(settings.openlineage_namespace, self.budget, self.run_id)
             for k, s in self.steps.items():
                 self.emitter.emit(Event("START", _now(), self.runs[k], _inputs(s), tuple(Dataset(u) for u in s.outputs)))
         except Exception as e:
@@ -132,12 +147,24 @@ class _Watch:
         return output_dataset(uri, columns, edges)
 
     def _report(self, outcome: Outcome) -> None:
-        if outcome.failed or outcome.pending:
-            first = outcome.failed[0] if outcome.failed else f"the endpoint did not answer within {self.budget:g} s"
-            total = outcome.sent + len(outcome.failed) + outcome.pending
-            self._warn(f"OpenLineage: {len(outcome.failed) + outcome.pending} of {total} events not sent ({first}); the step waited {outcome.waited:.2f} s for them")
-        else:
+        lost = len(outcome.failed) + outcome.pending
+        total = outcome.sent + lost
+        if not lost:
             self.context.log.debug(f"OpenLineage: {outcome.sent} events sent (waited {outcome.waited:.3f} s at the end)")
+            return
+        if outcome.gave_up is None:
+            first = outcome.failed[0] if outcome.failed else "this run gave up on the endpoint"
+            self._warn(f"OpenLineage: {lost} of {total} events not sent ({first}); the step waited {outcome.waited:.2f} s for them")
+            return
+        self._warn(
+            f"OpenLineage: {lost} of {total} events not sent ({outcome.gave_up}); the step waited {outcome.waited:.2f} s for them; "
+            "this run's later steps send none (the next run tries the endpoint again)"
+        )
+        try:  # steps of this run in other processes read it from the run's tags
+            assert self.run_id is not None
+            self.context.instance.add_run_tags(self.run_id, {GAVE_UP_TAG: outcome.gave_up[:500]})
+        except Exception as e:
+            self.context.log.debug(f"OpenLineage: could not tag the run: {type(e).__name__}: {e}")
 
     def _warn(self, message: str) -> None:
         try:

@@ -9,11 +9,16 @@ connection cap, header deadline and size, keep-alive — are ``guard``'s):
    checked before any of the body is read;
 3. a body over the limit → 413, from ``Content-Length`` or while reading (the
    body is never read past the limit); a body not sent within
-   ``body_timeout`` → 408;
-4. a hook with only a secret must read the body before it can check it: such
-   bodies share ``max_buffered_bytes`` (reserved up front from
-   ``Content-Length``, or the body limit when chunked) → 503 with
-   ``Retry-After`` while it is taken;
+   ``body_timeout``, or pausing longer than ``header_timeout`` (headers and
+   then nothing) → 408, and the connection is closed;
+4. a hook with only a secret must read the body before it can check it: the
+   HMAC is computed chunk by chunk as the body arrives, and such bodies are
+   held in memory only while they fit ``max_buffered_bytes`` (shared by all of
+   them), else in a temporary file (``TMPDIR``; unlinked, gone with the
+   process): a flood of unauthenticated bodies costs disk, bounded by the
+   connection cap × the body limit, never the memory, and a valid sender is
+   served meanwhile; a temporary file that cannot be made → 503 with
+   ``Retry-After``;
 5. a configured secret must sign the raw body: ``X-Lineage-Signature:
    sha256=<hex HMAC-SHA256>`` → else 401 (constant-time comparisons throughout);
 6. a body that is not strict JSON (UTF-8, no ``NaN``/``Infinity``, nested at
@@ -32,6 +37,7 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -79,7 +85,7 @@ def _refuse(status: int, message: str, close: bool = False, retry_after: int | N
 
 
 class Budget:
-    """Bytes of bodies being read before their credential can be checked, at once (one event loop: no lock)."""
+    """Bytes of bodies held in memory before their credential can be checked, at once (one event loop: no lock)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -95,31 +101,83 @@ class Budget:
         self.taken -= n
 
 
+class Spool:
+    """A body as it arrives, its HMAC updated chunk by chunk.
+
+    In memory while ``budget`` has room (``budget`` None: always — its sender
+    is authenticated already, and the body limit bounds it), else moved to a
+    temporary file for the rest of it; ``close`` gives the memory back.
+    """
+
+    def __init__(self, budget: Budget | None, secret: str | None) -> None:
+        self.budget = budget
+        self.mac = hmac.new(secret.encode(), digestmod=hashlib.sha256) if secret is not None else None
+        self.file: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(max_size=0)  # 0: rolled over by us
+        self.size = 0
+        self.held = 0  # bytes of the budget this body holds
+        self.on_disk = False
+
+    def write(self, chunk: bytes) -> None:
+        """Raises OSError when the temporary file cannot be made or written (no space, no descriptors)."""
+        if self.mac is not None:
+            self.mac.update(chunk)
+        self.size += len(chunk)
+        if self.budget is not None and not self.on_disk:
+            if self.budget.take(len(chunk)):
+                self.held += len(chunk)
+            else:
+                self.file.rollover()
+                self.on_disk = True
+                self.budget.give(self.held)
+                self.held = 0
+        self.file.write(chunk)
+
+    def signed(self, request: Request) -> bool:
+        sig = request.headers.get("x-lineage-signature", "")
+        if self.mac is None or not sig.startswith("sha256="):
+            return False
+        return hmac.compare_digest(sig[len("sha256="):].strip().lower().encode(), self.mac.hexdigest().encode())
+
+    def read(self) -> bytes:
+        self.file.seek(0)
+        return self.file.read()
+
+    def close(self) -> None:
+        self.file.close()
+        if self.budget is not None:
+            self.budget.give(self.held)
+            self.held = 0
+
+
 def _bearer_ok(request: Request, token: str) -> bool:
     auth = request.headers.get("authorization", "")
     scheme, _, given = auth.partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
 
-def _signature_ok(request: Request, secret: str, body: bytes) -> bool:
-    sig = request.headers.get("x-lineage-signature", "")
-    if not sig.startswith("sha256="):
-        return False
-    want = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(sig[len("sha256="):].strip().lower().encode(), want.encode())
+class _Stalled(Exception):
+    """The body paused longer than allowed."""
 
 
-async def _read_limited(request: Request, limit: int, timeout: float) -> bytes | None:
-    """The body, or None as soon as it passes ``limit`` bytes (the rest is never read); TimeoutError after ``timeout`` s."""
-    chunks: list[bytes] = []
-    size = 0
-    async with asyncio.timeout(timeout):
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-    return b"".join(chunks)
+async def _receive_body(request: Request, spool: Spool, limit: int, timeout: float, pause: float) -> bool:
+    """The body into ``spool``; False as soon as it passes ``limit`` bytes (the rest is never read).
+
+    TimeoutError after ``timeout`` s in all, _Stalled when no byte came for ``pause`` s.
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    try:
+        async with asyncio.timeout_at(min(end, loop.time() + pause)) as deadline:
+            async for chunk in request.stream():
+                if spool.size + len(chunk) > limit:
+                    return False
+                spool.write(chunk)
+                deadline.reschedule(min(end, loop.time() + pause))
+    except TimeoutError:
+        if loop.time() < end - 0.001:
+            raise _Stalled() from None
+        raise
+    return True
 
 
 def make_app(hooks: dict[str, Hook], store: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, limits: Limits = Limits()) -> Starlette:
@@ -142,22 +200,27 @@ def make_app(hooks: dict[str, Hook], store: str | Path, max_bytes: int = DEFAULT
                 return _refuse(400, "bad Content-Length", close=True)
             if int(declared) > max_bytes:
                 return _refuse(413, f"body of {declared} bytes is over the limit of {max_bytes}", close=True)
-        # A token was checked before reading; a secret can only be checked after: such bodies share a budget.
-        reserved = 0 if hook.token is not None else (int(declared) if declared is not None else max_bytes)
-        if reserved and not budget.take(reserved):
-            return _refuse(503, "too many unauthenticated bodies are being received; retry shortly", close=True, retry_after=1)
+        # A token was checked before reading; a secret only after: such bodies are held in memory while the budget lasts.
+        spool = Spool(budget if hook.token is None else None, hook.secret)
         try:
-            body = await _read_limited(request, max_bytes, limits.body_timeout)
-        except ClientDisconnect:
-            return _refuse(400, "the client went away before sending the whole body", close=True)
-        except TimeoutError:
-            return _refuse(408, f"the body did not arrive within {limits.body_timeout:g} s", close=True)
+            try:
+                whole = await _receive_body(request, spool, max_bytes, limits.body_timeout, limits.header_timeout)
+            except ClientDisconnect:
+                return _refuse(400, "the client went away before sending the whole body", close=True)
+            except _Stalled:
+                return _refuse(408, f"no byte of the body arrived for {limits.header_timeout:g} s", close=True)
+            except TimeoutError:
+                return _refuse(408, f"the body did not arrive within {limits.body_timeout:g} s", close=True)
+            except OSError as e:
+                log.error(f"holding a request body for {name} in a temporary file failed: {e}")
+                return _refuse(503, "the receiver cannot hold the body now; retry shortly", close=True, retry_after=1)
+            if not whole:
+                return _refuse(413, f"body is over the limit of {max_bytes} bytes", close=True)
+            if hook.secret is not None and not spool.signed(request):
+                return _refuse(401, "missing or wrong credentials")
+            body = spool.read()
         finally:
-            budget.give(reserved)
-        if body is None:
-            return _refuse(413, f"body is over the limit of {max_bytes} bytes", close=True)
-        if hook.secret is not None and not _signature_ok(request, hook.secret, body):
-            return _refuse(401, "missing or wrong credentials")
+            spool.close()
         try:
             parse_json(body)
         except PayloadError as e:

@@ -18,8 +18,9 @@ connections pile up until the process runs out of file descriptors and
 - a **requests-per-connection cap**: the response to the last one says
   ``Connection: close``.
 
-Body deadlines and the cap on bodies buffered before their credential is
-known are the app's (``app``): only it knows which hook a body is for.
+Body deadlines (in all, and the longest pause) and the memory for bodies
+read before their credential is known are the app's (``app``): only it knows
+which hook a body is for.
 """
 
 from __future__ import annotations
@@ -36,13 +37,13 @@ class Limits:
     """What the receiver allows a client (``LINEAGE_WEBHOOK_*`` variables, see ``serve``)."""
 
     max_connections: int = 1000
-    header_timeout: float = 10.0  # seconds to send a request head
+    header_timeout: float = 10.0  # seconds to send a request head, and the longest pause in a body (``app``)
     body_timeout: float = 30.0  # seconds to send a whole body
     keep_alive: float = 5.0  # seconds an idle keep-alive connection is kept
     max_requests_per_connection: int = 1000
     max_header_bytes: int = 16 * 1024
     max_headers: int = 100
-    max_buffered_bytes: int = 16 * 1024 * 1024  # bodies read before their credential is checked (HMAC-only hooks), at once
+    max_buffered_bytes: int = 16 * 1024 * 1024  # memory for bodies read before their HMAC is checked, at once; the rest go to temporary files
 
 
 def guarded_protocol(limits: Limits) -> type[asyncio.Protocol]:

@@ -8,9 +8,10 @@ code location:
   (``<NAME>``: the hook name upper-cased, other characters as ``_``);
 - ``LINEAGE_WEBHOOK_MAX_BYTES`` (default 1 MiB), ``LINEAGE_STATE_DIR``, ``LINEAGE_PIPELINES_DIR``;
 - the limits of ``guard.Limits``: ``LINEAGE_WEBHOOK_MAX_CONNECTIONS`` (1000, and never more than the
-  process's file descriptors allow), ``LINEAGE_WEBHOOK_HEADER_TIMEOUT`` (10 s),
-  ``LINEAGE_WEBHOOK_BODY_TIMEOUT`` (30 s), ``LINEAGE_WEBHOOK_KEEP_ALIVE`` (5 s),
-  ``LINEAGE_WEBHOOK_MAX_BUFFERED`` (16 MiB of bodies read before their HMAC can be checked).
+  process's file descriptors allow), ``LINEAGE_WEBHOOK_HEADER_TIMEOUT`` (10 s; also the longest pause
+  in a body), ``LINEAGE_WEBHOOK_BODY_TIMEOUT`` (30 s), ``LINEAGE_WEBHOOK_KEEP_ALIVE`` (5 s),
+  ``LINEAGE_WEBHOOK_MAX_BUFFERED`` (16 MiB of memory for bodies read before their HMAC can be
+  checked; the rest are held in temporary files).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def build_hooks(project: Project, env: Mapping[str, str]) -> dict[str, Hook]:
 
 
 def limits_from_env(env: Mapping[str, str]) -> Limits:
-    """The receiver's limits, each from its variable when set; the connection cap fits the descriptors there are."""
+    """The receiver's limits, each from its variable when set; the connection cap fits the descriptors there are (two per connection)."""
     import resource
 
     values: dict[str, Any] = {}
@@ -72,8 +73,9 @@ def limits_from_env(env: Mapping[str, str]) -> Limits:
             values[field] = value
     limits = Limits(**values)
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and limits.max_connections > soft - 64:
-        limits = dataclasses.replace(limits, max_connections=max(soft - 64, 16))
+    fit = (soft - 64) // 2  # a connection's socket, and the temporary file of an unauthenticated body it sends
+    if soft != resource.RLIM_INFINITY and limits.max_connections > fit:
+        limits = dataclasses.replace(limits, max_connections=max(fit, 16))
     return limits
 
 
