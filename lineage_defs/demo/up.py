@@ -185,10 +185,11 @@ class Demo:
         self.settings = LineageSettings.from_env(self.env)
         self.dir = state.demo_dir(self.settings.state_dir)
         self.services: list[Service] = []
+        self.groups: list[str] = []  # the folder's pipelines: the graph's groups
         self.stopping = threading.Event()
 
-    def _plan(self) -> tuple[dict[str, list[str]], list[str], list[str], list[str]]:
-        """The folder's Kafka topics per connection, webhook names, mailboxes and pipelines (asset groups)."""
+    def _plan(self) -> tuple[dict[str, list[str]], list[str], list[str]]:
+        """The folder's Kafka topics per connection, webhook names and mailboxes; its pipelines (asset groups) in ``groups``."""
         from lineage_defs.parse.model import Kafka
         from lineage_defs.plan.graph import mailboxes, webhooks
         from lineage_defs.plan.project import load_project
@@ -201,8 +202,8 @@ class Demo:
             for t in s.events:
                 if isinstance(t, Kafka):
                     topics.setdefault(t.connection, []).append(t.topic)
-        groups = sorted({s.pipeline for s in project.steps})
-        return topics, [name for name, _, _ in webhooks(project.steps)], [name for name, _, _ in mailboxes(project.steps)], groups
+        self.groups = sorted({s.pipeline for s in project.steps})
+        return topics, [name for name, _, _ in webhooks(project.steps)], [name for name, _, _ in mailboxes(project.steps)]
 
     def up(self) -> int:
         o = self.options
@@ -214,7 +215,7 @@ class Demo:
         home = self.env.get("DAGSTER_HOME")
         if not home:
             raise LineageDefsError("DAGSTER_HOME is not set", fix="make demo sets it to dagster_home/; or export DAGSTER_HOME=<a folder holding dagster.yaml>")
-        topics, hooks, boxes, groups = self._plan()
+        topics, hooks, boxes = self._plan()
         own_kafka = {c: ts for c, ts in topics.items() if not self.settings.kafka_brokers(c)}
         wanted = [("UI", o.port, "PORT")] + ([("Kafka", o.kafka_port, "KAFKA_PORT")] if own_kafka else []) + ([("webhooks", o.webhook_port, "WEBHOOK_PORT")] if hooks else []) + ([("e-mail", o.email_port, "EMAIL_PORT")] if boxes else [])
         for what, port, var in wanted:
@@ -283,7 +284,7 @@ class Demo:
             + (f"  Kafka: lineage-defs demo send kafka      (topic {', '.join(sorted({t for ts in topics.values() for t in ts}))})\n" if topics else "")
             + (f"  webhooks: lineage-defs demo send webhook (POST {webhooks_url}/hooks/{hooks[0]})\n" if hooks else "")
             + (f"  e-mail: lineage-defs demo send email   (mail to {boxes[0]}@… at {email_url})\n" if boxes else "")
-            + f"  graph: {graph_url(url, groups)}\n"
+            + f"  graph: {graph_url(url, self.groups)}\n"
             + f"  log: {log} (all of dagster dev's output; its warnings and errors show here)\n"
             + "  stop: Ctrl-C here, or make demo-stop\n",
             flush=True,
