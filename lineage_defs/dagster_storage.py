@@ -19,7 +19,7 @@ rows as Dagster's (an instance can switch between the two classes), with
   one per event, and updating each asset's row once per batch (to the row the
   batch's last events leave; dagster-postgres updates it once per batch too).
   Dagster sends batches when `DAGSTER_EVENT_BATCH_SIZE` is set in the run's
-  environment (the Makefile exports it; see the README).
+  environment (the Makefile exports it; see docs/configuration.md).
 
 It also holds ``MonitoredRunLauncher``: Dagster's default run launcher, plus
 the worker health check Dagster's run monitoring needs to fail a run whose

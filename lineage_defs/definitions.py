@@ -2,7 +2,7 @@
 
 The only module that reads the environment for the code location, and only
 when ``defs`` is first asked for — importing this module does no work. The
-variables are ``LineageSettings.from_env``'s (see the README's Configuration);
+variables are ``LineageSettings.from_env``'s (see docs/configuration.md);
 the webhook receiver reads its credentials itself (``webhook_env``). Your own
 Definitions named by ``LINEAGE_DEFINITIONS`` are merged in (``build_definitions``'
 ``defs``).

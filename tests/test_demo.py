@@ -124,3 +124,86 @@ def test_the_example_s_postgres_sensor_says_what_to_set_on_the_embedded_default(
     assert "no PostgreSQL for connection 'default': set LINEAGE_PG_DSN (a libpq DSN of a server with wal_level=logical)" in (result.skip_message or "")
     mail = next(s for s in defs.sensors if s.name == "shop__supplier_invoices__email_invoices")
     assert mail.default_status == DefaultSensorStatus.RUNNING and "lineage-defs email serve" in (mail.description or "")
+
+
+# `dagster dev`'s output as it prints it (colour codes included), cut down from a demo's terminal
+DEV_OUTPUT = """\
+\x1b[32m2026-12-06 01:46:45 +0000\x1b[0m - dagster.daemon.EventLogConsumerDaemon - \x1b[34mWARNING\x1b[0m - No cursor for event type DagsterEventType.RUN_FAILURE, ignoring older events
+\x1b[32m2026-12-06 01:46:47 +0000\x1b[0m - dagster.daemon.SensorDaemon - \x1b[34mINFO\x1b[0m - Sensor shop__payments__webhook_payments skipped: hook 'payments': no new batch (0 events stored, 0 in batches)
+2026-12-06 01:47:05 +0000 - dagster - INFO - __repository__ - lineage_cascade - Backfill iteration summary:
+**Assets materialized since last iteration:**
+None
+2026-12-06 01:47:22 +0000 - dagster - DEBUG - __ASSET_JOB - 13c73667 - 14713 - shop__payments - STEP_START - Started execution of step "shop__payments".
+Traceback (most recent call last):
+  File "/repo/examples/pipelines/shop/payments.py", line 48, in <module>
+2026-12-06 01:47:23 +0000 - dagster - ERROR - __ASSET_JOB - 13c73667 - 14713 - RUN_FAILURE - Execution of run for "__ASSET_JOB" failed. Steps failed: ['shop__payments'].
+
+dagster._core.errors.DagsterExecutionStepExecutionError: Error occurred while executing op "shop__payments":
+
+Stack Trace:
+  File "/venv/dagster/_core/execution/plan/execute_plan.py", line 243, in dagster_event_sequence_for_step
+    yield from check.generator(step_events)
+
+The above exception was caused by the following exception:
+lineage_defs.run.inputs.InputMissing: shop/payments.py:48:1: input not there yet: ducklake://main/orders — materialize ducklake://main/orders first
+    runtime.write(frame)
+    ^^^^^^^^^^^^^^^^^^^^
+
+Stack Trace:
+  File "/repo/lineage_defs/assets/execute.py", line 287, in pipes
+    raise self._failure(json.loads(error_file.read_text()), window) from e
+
+2026-12-06 01:47:24 +0000 - dagster.daemon.SensorDaemon - INFO - Checking for new runs for sensor: shop__order_events__kafka_shop_order_events
+2026-12-06 01:47:25 +0000 - dagster - WARNING - __ASSET_JOB - 2a9c - daily_revenue - partition 2025-01-03 came out empty
+"""
+
+SHOWN = [
+    "2026-12-06 01:47:23 +0000 - dagster - ERROR - __ASSET_JOB - 13c73667 - 14713 - RUN_FAILURE - Execution of run for \"__ASSET_JOB\" failed. Steps failed: ['shop__payments'].",
+    'dagster._core.errors.DagsterExecutionStepExecutionError: Error occurred while executing op "shop__payments":',
+    "    (stack traces: /state/demo/dagster.log)",
+    "The above exception was caused by the following exception:",
+    "lineage_defs.run.inputs.InputMissing: shop/payments.py:48:1: input not there yet: ducklake://main/orders — materialize ducklake://main/orders first",
+    "    runtime.write(frame)",
+    "    ^^^^^^^^^^^^^^^^^^^^",
+    "2026-12-06 01:47:25 +0000 - dagster - WARNING - __ASSET_JOB - 2a9c - daily_revenue - partition 2025-01-03 came out empty",
+]
+
+
+def test_the_terminal_shows_warnings_and_errors_with_their_causes_but_not_their_stack_traces() -> None:
+    """Sensor ticks, step events, daemon summaries, the start-up warning and stack traces stay in the log file."""
+    from lineage_defs.demo.console import Console
+
+    console = Console("/state/demo/dagster.log")
+    shown = [s for line in DEV_OUTPUT.splitlines(keepends=True) for s in console.feed(line)]
+    assert shown == SHOWN
+
+
+def test_what_dagster_dev_prints_before_its_first_record_shows() -> None:
+    """`dagster dev` refusing to start prints no log record: that reaches the terminal."""
+    from lineage_defs.demo.console import Console
+
+    console = Console("/x.log")
+    assert console.feed("Usage: dagster dev [OPTIONS]\n") == ["Usage: dagster dev [OPTIONS]"]
+    assert console.feed("Error: Invalid value for '--workspace' / '-w': File 'nope.yaml' does not exist.\n") != []
+
+
+def test_dagster_dev_s_whole_output_goes_to_the_log_and_what_needs_a_person_to_the_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's service copies every line (without colour codes) to its log file and shows the console's choice."""
+    from lineage_defs.demo.console import Console
+    from lineage_defs.demo.up import Service
+
+    log = tmp_path / "dagster.log"
+    argv = [sys.executable, "-c", f"import sys; sys.stdout.write({DEV_OUTPUT!r})"]
+    service = Service("ui", argv, dict(os.environ), log, grace=5, console=Console(str(log)))
+    service.start(tmp_path)
+    service.proc.wait(timeout=60)
+    service.stop()
+    assert log.read_text() == DEV_OUTPUT.replace("\x1b[32m", "").replace("\x1b[34m", "").replace("\x1b[0m", "")
+    assert capsys.readouterr().out.splitlines() == [s.replace("/state/demo/dagster.log", str(log)) for s in SHOWN]
+
+
+def test_the_graph_link_opens_the_lineage_page_with_every_group_expanded() -> None:
+    from lineage_defs.demo.up import graph_url
+
+    assert graph_url("http://127.0.0.1:3000", ["analytics", "shop"]) == "http://127.0.0.1:3000/asset-groups?expanded=global@global:analytics,global@global:shop"
+    assert graph_url("http://127.0.0.1:3000", []) == "http://127.0.0.1:3000/asset-groups"

@@ -1,4 +1,4 @@
-"""The README's scale-out setup, run for real: Dagster on PostgreSQL storage (dagster-postgres)
+"""docs/deploy.md's scale-out setup, run for real: Dagster on PostgreSQL storage (dagster-postgres)
 and DuckLake on a PostgreSQL catalog with its data on an S3 server. Two runs, each its own
 process (`dagster asset materialize`), write the same lake at the same time: nothing is lost,
 no embedded file or lock is touched, and Dagster's PostgreSQL storage records every partition.

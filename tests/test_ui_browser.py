@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -168,10 +169,11 @@ def test_global_graph_shows_every_asset_and_edge(demo: DagsterDev, browser: Brow
     groups = sorted({s.pipeline for s in project.steps})
 
     browser.resize(2400, 5000)  # the graph renders only what is in view: make all of it in view
-    browser.open("/asset-groups")
-    key = "asset-graph-open-graph-nodes-global-__GLOBAL__"  # the UI's own memory of expanded groups
-    browser.local_storage(key, json.dumps({"expanded": ",".join(f"global@global:{g}" for g in groups)}))
-    browser.open("/asset-groups")
+    # the link `demo: ready` prints: the Lineage page with every group open (it opens on collapsed boxes)
+    link = re.search(r"^  graph: (\S+)$", demo.log_path.read_text(errors="replace"), re.M)
+    assert link, f"no graph link in what demo up printed:\n{demo.log_tail()}"
+    assert link[1].startswith(demo.url + "/asset-groups?expanded=") and all(f"global@global:{g}" in link[1] for g in groups), link[1]
+    browser.open(link[1].removeprefix(demo.url))
     def complete() -> tuple[dict[str, Any], set[tuple[str, str]]] | None:
         graph = browser.asset_graph()
         return graph if set(graph[0]) >= set(label.values()) and len(graph[1]) >= len(expected_edges) else None

@@ -10,7 +10,10 @@ One command starts, in order:
 4. the e-mail receiver (``lineage-defs email serve``) for the folder's
    ``on email`` mailboxes;
 5. ``dagster dev -w workspace.yaml``: the UI and the daemon, which runs the
-   cascade, the schedules, the Kafka, webhook and e-mail sensors, backfills and runs.
+   cascade, the schedules, the Kafka, webhook and e-mail sensors, backfills and runs;
+   its whole output goes to ``<state dir>/demo/dagster.log`` and what a person acts
+   on (warnings and errors) to this terminal too (``demo.console``), as the other
+   services' output goes to their own log files there.
 
 Each runs in a process group of its own under a supervisor that kills it if
 this process dies (``demo.processes``). Ctrl-C, SIGTERM or ``lineage-defs demo
@@ -23,6 +26,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -35,6 +39,7 @@ from typing import IO, Any
 
 from lineage_defs.demo import state
 from lineage_defs.demo.broker import create_topics, tansu_argv, wait_port
+from lineage_defs.demo.console import Console, plain
 from lineage_defs.demo.instance import prepare_instance
 from lineage_defs.demo.processes import launch_supervised, stop_group
 from lineage_defs.errors import LineageDefsError, ProjectErrors
@@ -59,7 +64,8 @@ class Options:
 
 @dataclass
 class Service:
-    """One supervised command: its output goes to ``log`` (None: this terminal)."""
+    """One supervised command: its output goes to ``log`` (None: this terminal); with a ``console``, all of it
+    to ``log`` and what the console keeps to this terminal too (``demo.console``)."""
 
     name: str
     argv: list[str]
@@ -67,13 +73,32 @@ class Service:
     log: Path | None
     grace: float  # seconds between SIGTERM and SIGKILL on stop (0: SIGKILL at once)
     term_group: bool = True  # SIGTERM to the whole group (False: to the command, which stops its children)
+    console: Console | None = None
     proc: Any = None
     _out: IO[bytes] | None = field(default=None, repr=False)
+    _pump: threading.Thread | None = field(default=None, repr=False)
 
     def start(self, cwd: Path) -> None:
         if self.log is not None:
             self._out = open(self.log, "ab")
-        self.proc = launch_supervised(self.argv, cwd, self.env, self._out)
+        if self.console is None or self._out is None:
+            self.proc = launch_supervised(self.argv, cwd, self.env, self._out)
+            return
+        self.proc = launch_supervised(self.argv, cwd, self.env, subprocess.PIPE)
+        self._pump = threading.Thread(target=self._copy, args=(self.proc.stdout, self._out, self.console), name=f"{self.name}-output", daemon=True)
+        self._pump.start()
+
+    @staticmethod
+    def _copy(source: IO[bytes], log: IO[bytes], console: Console) -> None:
+        """Every line to the log file (without colour codes), what the console keeps to this terminal."""
+        for raw in iter(source.readline, b""):
+            line = raw.decode(errors="replace")
+            log.write(plain(line).encode())
+            log.flush()
+            shown = console.feed(line)
+            if shown:
+                sys.stdout.write("".join(s + "\n" for s in shown))
+                sys.stdout.flush()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -81,6 +106,8 @@ class Service:
     def stop(self) -> None:
         if self.proc is not None:
             stop_group(self.proc, self.grace, self.term_group)
+        if self._pump is not None:
+            self._pump.join(timeout=10)  # its last lines, once the group is gone
         if self._out is not None:
             self._out.close()
             self._out = None
@@ -92,6 +119,12 @@ class Service:
             return self.log.read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+
+def graph_url(ui: str, groups: list[str]) -> str:
+    """The UI's Lineage page with every group open. It opens on one collapsed box per group; its
+    ``expanded`` query names the open ones (as its "Expand all groups" sets it; ids ``global@global:<group>``)."""
+    return f"{ui}/asset-groups" + (f"?expanded={','.join(f'global@global:{g}' for g in groups)}" if groups else "")
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -152,10 +185,11 @@ class Demo:
         self.settings = LineageSettings.from_env(self.env)
         self.dir = state.demo_dir(self.settings.state_dir)
         self.services: list[Service] = []
+        self.groups: list[str] = []  # the folder's pipelines: the graph's groups
         self.stopping = threading.Event()
 
     def _plan(self) -> tuple[dict[str, list[str]], list[str], list[str]]:
-        """The folder's Kafka topics per connection, webhook names and mailboxes."""
+        """The folder's Kafka topics per connection, webhook names and mailboxes; its pipelines (asset groups) in ``groups``."""
         from lineage_defs.parse.model import Kafka
         from lineage_defs.plan.graph import mailboxes, webhooks
         from lineage_defs.plan.project import load_project
@@ -168,6 +202,7 @@ class Demo:
             for t in s.events:
                 if isinstance(t, Kafka):
                     topics.setdefault(t.connection, []).append(t.topic)
+        self.groups = sorted({s.pipeline for s in project.steps})
         return topics, [name for name, _, _ in webhooks(project.steps)], [name for name, _, _ in mailboxes(project.steps)]
 
     def up(self) -> int:
@@ -221,9 +256,13 @@ class Demo:
             print(f"demo: e-mail receiver on {email_url} (mailboxes {', '.join(boxes)}: mail to <mailbox>@ any domain)", flush=True)
 
         # dagster dev stops its webserver, daemon and code servers itself, in order, on SIGTERM
-        ui = Service("ui", [str(bin_dir / "dagster"), "dev", "-w", o.workspace, "-h", o.host, "-p", str(o.port)], self._dev_env(), None, grace=30, term_group=False)
+        # its whole output to dagster.log; here, what a person acts on (demo.console)
+        log = self.dir / "dagster.log"
+        ui = Service("ui", [str(bin_dir / "dagster"), "dev", "-w", o.workspace, "-h", o.host, "-p", str(o.port)], self._dev_env(), log,
+                     grace=30, term_group=False, console=Console(str(log)))  # fmt: skip
         self._start(ui)
         url = f"http://{o.host}:{o.port}"
+        print(f"demo: dagster dev (UI and daemon) starting on {url}; its output goes to {log}, its warnings and errors show here too", flush=True)
         state.save_running(self.settings.state_dir, state.Running(
             pid=os.getpid(), ui=url, kafka=kafka, topics=sorted({t for ts in topics.values() for t in ts}),
             webhooks=webhooks_url, hooks=hooks, email=email_url, mailboxes=boxes, groups={s.name: s.proc.pid for s in self.services},
@@ -235,16 +274,18 @@ class Demo:
                 return 130
             if time.monotonic() > deadline:
                 if not ui_up:
-                    raise LineageDefsError(f"the UI did not come up on {url} within {o.ready_timeout:.0f} s", fix="see dagster dev's output above")
+                    raise LineageDefsError(f"the UI did not come up on {url} within {o.ready_timeout:.0f} s", fix=f"see dagster dev's log: {log}")
                 raise LineageDefsError(
                     f"the UI is up on {url}, but the cascade sensor finished no tick within {o.ready_timeout:.0f} s",
-                    fix="see the daemon's lines in dagster dev's output above, and the sensor's ticks in the UI (Automation → lineage_cascade)",
+                    fix=f"see the daemon's lines in dagster dev's log ({log}), and the sensor's ticks in the UI (Automation → lineage_cascade)",
                 )
         print(
             f"\ndemo: ready in {time.monotonic() - t0:.0f} s — UI {url}\n"
             + (f"  Kafka: lineage-defs demo send kafka      (topic {', '.join(sorted({t for ts in topics.values() for t in ts}))})\n" if topics else "")
             + (f"  webhooks: lineage-defs demo send webhook (POST {webhooks_url}/hooks/{hooks[0]})\n" if hooks else "")
             + (f"  e-mail: lineage-defs demo send email   (mail to {boxes[0]}@… at {email_url})\n" if boxes else "")
+            + f"  graph: {graph_url(url, self.groups)}\n"
+            + f"  log: {log} (all of dagster dev's output; its warnings and errors show here)\n"
             + "  stop: Ctrl-C here, or make demo-stop\n",
             flush=True,
         )

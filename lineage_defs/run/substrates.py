@@ -158,7 +158,7 @@ class Session:
 
                 time.sleep(0.2 * (attempt + 1))
         if failure is not None:
-            raise RunError(f"could not attach {substrate} as {alias}: {failure}", fix=f"check the connection settings of {substrate} (see the README's Configuration)")
+            raise RunError(f"could not attach {substrate} as {alias}: {failure}", fix=f"check the connection settings of {substrate} (see docs/configuration.md)")
         self.aliases[substrate] = alias
         return alias
 
