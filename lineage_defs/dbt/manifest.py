@@ -36,7 +36,7 @@ from lineage_defs.run.substrates import extension_directory
 from lineage_defs.settings import LineageSettings
 
 # Bump when what is kept from the manifest changes.
-MANIFEST_CACHE_VERSION = "dbt-v2"  # v2: compiled SQL of models calling macros
+MANIFEST_CACHE_VERSION = "dbt-v3"  # v2: compiled SQL of models calling macros; v3: the models dbt could not compile
 _SKIP = {"target", "logs", ".git", "__pycache__", ".venv", "venv", "node_modules"}
 # A project's own DuckDB target usually lives in its folder: the data a build writes is no input of the parse.
 _DATA_SUFFIXES = (".duckdb", ".duckdb.wal", ".db", ".db.wal", ".ducklake", ".ducklake.wal")
@@ -308,6 +308,8 @@ def parse_project(
         nodes["selected"] = json.loads((Path(tmp) / "selected.json").read_text())
         compiled = Path(tmp) / "compiled.json"
         nodes["compiled"] = json.loads(compiled.read_text()) if compiled.exists() else {}
+        failed = Path(tmp) / "compile_failed.json"
+        nodes["compile_failed"] = json.loads(failed.read_text()) if failed.exists() else {}
         if (Path(tmp) / "partial_parse.msgpack").exists():  # lets every build skip a full re-parse
             fd, part = tempfile.mkstemp(dir=folder, prefix=".msgpack-")
             os.close(fd)
