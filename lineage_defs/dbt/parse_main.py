@@ -113,7 +113,7 @@ def _compile(manifest: Any, spec: dict[str, object], extra: list[str]) -> tuple[
             elif status == "error":
                 failed[r.node.unique_id] = _reason(str(getattr(r, "message", "") or "dbt compile failed"))
         if done.exception is not None:
-            culprit = getattr(getattr(done.exception, "node", None), "unique_id", None)
+            culprit = str(getattr(getattr(done.exception, "node", None), "unique_id", ""))
             if culprit in wanted and culprit not in failed:
                 failed[culprit] = _reason(str(done.exception))
             elif len(batch) == 1:
