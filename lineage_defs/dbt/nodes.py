@@ -90,7 +90,7 @@ def dbt_steps(projects: Sequence[tuple[DbtProject, Mapping[str, Any]]], names: s
         if project.config.test_behavior is not TestBehavior.NONE:
             for t in project.test_ids:
                 tn = all_nodes[t]
-                attached = tn.get("attached_node") or next(iter((tn.get("depends_on") or {}).get("nodes", [])), None)
+                attached = tn.get("attached_node")  # what the test checks (manifest.checked_node); None: no node alone
                 if attached and attached in sources:
                     on_sources.append(DbtTest(tn["name"], t, _severity(tn), asset=uri_of(attached) or "", select="fqn:" + ".".join(tn.get("fqn") or [tn["name"]])))
                 elif attached:
