@@ -65,7 +65,7 @@ def test_skip_loads_the_valid_scripts_only(tmp_path: Path, settings: LineageSett
     assert graph.get_all_asset_keys() == {key("ok"), key("reader"), key("b1")}
     # the broken producer is gone: what it would have made is now external
     b1 = graph.get(key("b1"))
-    assert not b1.is_materializable and b1.group_name == "external"
+    assert not b1.is_materializable and b1.metadata["lineage/uri"] == "ducklake://main/b1"
     assert graph.get(key("reader")).parent_keys == {key("b1")}
 
 
@@ -73,9 +73,10 @@ def test_unknown_table_is_an_external_asset(tmp_path: Path, settings: LineageSet
     root = write(tmp_path / "pipelines", {"p/a.sql": sql("ducklake://main/a", "SELECT id FROM lake.main.vendor_feed")})
     graph = build(root, settings).resolve_asset_graph()
     node = graph.get(key("vendor_feed"))
-    assert node.group_name == "external"
-    assert not node.is_materializable
-    assert node.kinds == {"ducklake"}
+    # no spec of ours (a user's asset with this key would clash): Dagster draws it from the dependency
+    assert not node.is_materializable and node.is_external
+    assert node.metadata["lineage/uri"] == "ducklake://main/vendor_feed" and node.metadata["lineage/external"] is True
+    assert node.metadata["dagster/io_manager_key"] == "lineage_io_manager"
     assert graph.get(key("a")).parent_keys == {key("vendor_feed")}
     assert graph.get(key("a")).group_name == "p"
 
@@ -123,8 +124,6 @@ class TeamGroups(LineageTranslator):
     def group_name(self, step: AnyStep) -> str:
         return f"team_{step.pipeline}"
 
-    def external_group_name(self, uri: str) -> str | None:
-        return "outside"
 
 
 def test_translator_subclass_changes_group_names(tmp_path: Path, settings: LineageSettings) -> None:
@@ -137,7 +136,7 @@ def test_translator_subclass_changes_group_names(tmp_path: Path, settings: Linea
     )
     graph = build(root, settings, translator=TeamGroups()).resolve_asset_graph()
     groups = {k.path[-1]: graph.get(k).group_name for k in graph.get_all_asset_keys()}
-    assert groups == {"a": "team_sales", "b": "team_ops", "vendor_feed": "outside"}
-    # the default translator: the pipeline folder, and "external"
+    assert groups == {"a": "team_sales", "b": "team_ops", "vendor_feed": "default"}  # Dagster's node for an input nobody produces
+    # the default translator: the pipeline folder
     graph = build(root, settings).resolve_asset_graph()
-    assert {k.path[-1]: graph.get(k).group_name for k in graph.get_all_asset_keys()} == {"a": "sales", "b": "ops", "vendor_feed": "external"}
+    assert {k.path[-1]: graph.get(k).group_name for k in graph.get_all_asset_keys()} == {"a": "sales", "b": "ops", "vendor_feed": "default"}

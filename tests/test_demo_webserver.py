@@ -203,8 +203,8 @@ def test_asset_graph_matches_the_project(dev: DagsterDev, project: Project) -> N
             assert node["isMaterializable"] and node["groupName"] == a.group_names_by_key[a.key], where
             assert {tuple(d["path"]) for d in node["dependencyKeys"]} == {tuple(k.path) for k in a.dependency_keys}, where
             continue
-        if step is None:  # an external asset: read by the pipelines, produced by none
-            assert node["groupName"] == "external", where
+        if step is None:  # read by the pipelines, produced by none: Dagster's own node for the dependency
+            assert node["groupName"] == "default" and not node["isMaterializable"], where
             assert node["dependencyKeys"] == [], where
             continue
         assert node["groupName"] == step.pipeline, where

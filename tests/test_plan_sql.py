@@ -210,3 +210,25 @@ def test_mutated_fixtures_never_raise(name: str, data: st.DataObject) -> None:
         else:
             sql = sql[:i] + data.draw(SQL_WORDS) + sql[i:]
     assert isinstance(analyze(sql, spec), SqlAnalysis)
+
+
+@pytest.mark.parametrize("schemas", [{}, {"ducklake://main/orders": ["subtotal", "amount"]}], ids=["schema unknown", "schema known"])
+def test_a_projection_sees_only_the_aliases_before_it(schemas: dict[str, list[str]]) -> None:
+    # `subtotal AS subtotal_cents` before `… AS subtotal`: DuckDB binds the source column (a later alias
+    # cannot be referenced), so it is a copy; `subtotal_cents + 1` and `doubled + 1` use earlier aliases
+    sql = (
+        "SELECT subtotal AS subtotal_cents, subtotal / 100 AS subtotal, subtotal_cents + 1 AS plus, amount * 2 AS doubled, doubled + 1 AS again "
+        "FROM lake.main.orders"
+    )
+    got = analyze_sql(sql, "duckdb", schemas=schemas)
+    assert {(e.source_column, e.target_column, str(e.kind)) for e in got.edges} == {
+        ("subtotal", "subtotal_cents", "copy"), ("subtotal", "subtotal", "mod"), ("subtotal", "plus", "mod"),
+        ("amount", "doubled", "mod"), ("amount", "again", "mod"),
+    }  # fmt: skip
+    assert got.problems == ()
+    con = duckdb.connect()  # and DuckDB agrees: the first column is the source's value
+    try:
+        con.execute("ATTACH ':memory:' AS lake; CREATE TABLE lake.main.orders AS SELECT 250 AS subtotal, 3 AS amount")
+        assert con.execute(sql).fetchone() == (250, 2.5, 251, 6, 7)
+    finally:
+        con.close()

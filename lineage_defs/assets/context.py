@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
-from dagster import AutomationCondition, PartitionsDefinition
+from dagster import AssetDep, AutomationCondition, PartitionsDefinition
 
+from lineage_defs.assets import metadata as md
+from lineage_defs.assets.partitions import partition_mapping
 from lineage_defs.assets.translator import CachedKeys
+from lineage_defs.duckdb_io import IO_MANAGER_KEY
 from lineage_defs.plan.spec import Project
 from lineage_defs.settings import LineageSettings
 
@@ -24,3 +29,22 @@ class BuildContext:
     @property
     def root(self) -> Path:
         return Path(self.project.root)
+
+    @cached_property
+    def _external_metadata(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for uri in self.project.externals:
+            meta: dict[str, Any] = {"lineage/uri": uri, md.EXTERNAL: True}
+            if md.is_table(uri):  # a hand-written asset's input gets the table as a DataFrame
+                meta["dagster/io_manager_key"] = IO_MANAGER_KEY  # what AssetSpec.with_io_manager_key sets
+            out[uri] = meta
+        return out
+
+    def dep(self, uri: str, pdef: PartitionsDefinition | None) -> AssetDep:
+        """A step's dependency on ``uri``, its partitions mapped to the reader's ``pdef``.
+
+        An input no step produces gets no spec of ours: Dagster draws the node
+        itself from the dependency (with this metadata), and an asset of the
+        user's own Definitions with that key (``Definitions.merge``) is that node.
+        """
+        return AssetDep(self.keys.asset_key(uri), partition_mapping=partition_mapping(self.pdefs.get(uri), pdef), metadata=self._external_metadata.get(uri))

@@ -8,12 +8,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetKey, AssetsDefinition, AssetSpec, Definitions, PartitionsDefinition, SourceAsset
+from dagster import AssetKey, AssetsDefinition, AssetSpec, Definitions, PartitionsDefinition
 
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.executor import executor_for
-from lineage_defs.assets.factory import external_specs, partition_defs, script_assets
-from lineage_defs.assets.metadata import EXTERNAL
+from lineage_defs.assets.factory import partition_defs, script_assets
 from lineage_defs.assets.resources import LineageResource
 from lineage_defs.assets.translator import CachedKeys, LineageTranslator
 from lineage_defs.dbt.assets import dbt_assets
@@ -30,7 +29,8 @@ from lineage_defs.settings import LineageSettings, OnInvalid
 log = logging.getLogger("lineage_defs")
 
 # Each kind of step builds its own assets: scripts one multi-asset each, dbt projects theirs.
-BUILDERS: Sequence[Callable[[BuildContext], Sequence[AssetsDefinition | AssetSpec]]] = (script_assets, dbt_assets, external_specs)
+# Inputs no step produces get no spec: Dagster draws them from the dependencies (``BuildContext.dep``).
+BUILDERS: Sequence[Callable[[BuildContext], Sequence[AssetsDefinition | AssetSpec]]] = (script_assets, dbt_assets)
 
 
 def load(settings: LineageSettings, asset_key: Callable[[str], AssetKey] | None = None) -> Project:
@@ -136,32 +136,15 @@ def resources(settings: LineageSettings) -> dict[str, Any]:
 
 
 def merge_definitions(*defs: Definitions) -> Definitions:
-    """``Definitions.merge``, where a table the scripts read but none produces gives way to the asset that produces it.
+    """``Definitions.merge``: kept for projects that call it (``Definitions.merge`` itself does the same).
 
-    ``build_definitions`` marks such a table's spec as external; a hand-written
-    asset with its key (from your own Definitions, or a ``dg`` defs folder) is
-    then the one node, and the scripts reading it depend on it::
+    ``build_definitions`` declares no asset for a table the scripts read but none
+    produces (Dagster draws it from the dependencies), so a hand-written asset with
+    its key (from your own Definitions, or a ``dg`` defs folder) is that node, and
+    the scripts reading it depend on it::
 
         @dg.definitions
         def defs():
-            return merge_definitions(dg.load_from_defs_folder(path_within_project=Path(__file__).parent))
+            return dg.Definitions.merge(lineage_defs.definitions.defs, dg.load_from_defs_folder(path_within_project=Path(__file__).parent))
     """
-    merged = Definitions.merge(*defs)
-    provided: set[AssetKey] = set()
-    for a in merged.assets or ():
-        if isinstance(a, AssetsDefinition):
-            provided.update(a.keys)
-        elif isinstance(a, (AssetSpec, SourceAsset)) and not (isinstance(a, AssetSpec) and a.metadata.get(EXTERNAL)):
-            provided.add(a.key)
-    kept, seen = [], set()
-    for a in merged.assets or ():
-        if isinstance(a, AssetSpec) and a.metadata.get(EXTERNAL):
-            if a.key in provided or a.key in seen:  # produced elsewhere, or read by two components
-                continue
-            seen.add(a.key)
-        kept.append(a)
-    return Definitions(
-        assets=kept, schedules=merged.schedules, sensors=merged.sensors, jobs=merged.jobs, resources=merged.resources,
-        executor=merged.executor, loggers=merged.loggers, asset_checks=merged.asset_checks, metadata=merged.metadata,
-        component_tree=merged.component_tree,
-    )  # fmt: skip
+    return Definitions.merge(*defs)

@@ -1,4 +1,4 @@
-"""Script steps → Dagster multi-assets with their checks; external assets; partitions per output."""
+"""Script steps → Dagster multi-assets with their checks; partitions per output."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any
 
 from dagster import (
     AssetCheckSpec,
-    AssetDep,
     AssetKey,
     AssetsDefinition,
     AssetSpec,
@@ -23,7 +22,7 @@ from dagster import (
 
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.context import BuildContext
-from lineage_defs.assets.partitions import partition_mapping, partitions_def
+from lineage_defs.assets.partitions import partitions_def
 from lineage_defs.assets.translator import LineageTranslator
 from lineage_defs.duckdb_io import IO_MANAGER_KEY
 from lineage_defs.parse.model import DataTest, PartitionKind, Severity, TestKind
@@ -64,7 +63,7 @@ def script_assets(ctx: BuildContext) -> list[AssetsDefinition]:
 def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
     keys = ctx.keys
     pdef = ctx.pdefs.get(step.uri)
-    deps = [AssetDep(keys.asset_key(d.uri), partition_mapping=partition_mapping(ctx.pdefs.get(d.uri), pdef)) for d in step.deps]
+    deps = [ctx.dep(d.uri, pdef) for d in step.deps]
     freshness = None
     if step.freshness:
         f = step.freshness
@@ -121,24 +120,6 @@ def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
         op_tags={"lineage/script": step.path},
         required_resource_keys={"lineage"},
     )(_compute)
-
-
-def external_specs(ctx: BuildContext) -> list[AssetSpec]:
-    """Assets the steps read that no step produces."""
-    out = []
-    for uri in ctx.project.externals:
-        kind = uri.split("://", 1)[0]
-        out.append(
-            loaded_by_io_manager(AssetSpec(
-                key=ctx.keys.asset_key(uri),
-                group_name=ctx.keys.external_group_name(uri),
-                description=f"External: read by the pipelines but produced by none of them ({uri}).",
-                kinds={md.URI_KINDS[kind]},
-                # an asset of the user's own Definitions with this key takes its place (merge_definitions)
-                metadata={"lineage/uri": uri, md.EXTERNAL: True},
-            ), uri)
-        )
-    return out
 
 
 def loaded_by_io_manager(spec: AssetSpec, uri: str) -> AssetSpec:

@@ -29,7 +29,7 @@ from lineage_defs.plan.spec import MANAGED_DESCRIPTIONS, AnyStep, ColumnEdge, Ed
 KEY_FN = Callable[[str], AssetKey]
 # Dagster kinds: the substrate an output URI names (datatable:// is PostgreSQL)
 URI_KINDS = {"ducklake": "ducklake", "duckdb": "duckdb", "datatable": "postgres", "s3": "s3", "dbt": "dbt"}
-# Marks the spec of an asset the steps read but none produces (``merge_definitions`` drops it for a real one).
+# Marks the node Dagster draws for an input the steps read but none produces (metadata of the readers' AssetDeps).
 EXTERNAL = "lineage/external"
 
 

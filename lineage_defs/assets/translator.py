@@ -11,6 +11,9 @@ from lineage_defs.plan.spec import AnyStep
 class LineageTranslator:
     """Subclass and override to change keys, groups or descriptions.
 
+    An input no step produces is no asset of ours: Dagster draws it (group
+    ``default``) from the readers' dependencies, or it is your own asset.
+
     >>> class Prefixed(LineageTranslator):
     ...     def group_name(self, step):
     ...         return f"team_{step.pipeline}"
@@ -24,9 +27,6 @@ class LineageTranslator:
 
     def description(self, step: AnyStep) -> str:
         return step.description or f"Built by {step.path}."
-
-    def external_group_name(self, uri: str) -> str | None:
-        return "external"
 
 
 class CachedKeys(LineageTranslator):
@@ -47,6 +47,3 @@ class CachedKeys(LineageTranslator):
 
     def description(self, step: AnyStep) -> str:
         return self.inner.description(step)
-
-    def external_group_name(self, uri: str) -> str | None:
-        return self.inner.external_group_name(uri)

@@ -21,11 +21,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetCheckSpec, AssetDep, AssetsDefinition, AssetSpec, BackfillPolicy, multi_asset
+from dagster import AssetCheckSpec, AssetsDefinition, AssetSpec, BackfillPolicy, multi_asset
 
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.metadata import asset_metadata
-from lineage_defs.assets.partitions import partition_mapping
 from lineage_defs.dbt.project import DbtProject
 from lineage_defs.dbt.selection import groups, selection_args
 from lineage_defs.duckdb_io import IO_MANAGER_KEY
@@ -55,7 +54,7 @@ def _spec(s: DbtStep, ctx: BuildContext, kinds: set[str], pdef: Any, root: Path)
         meta["dagster/io_manager_key"] = IO_MANAGER_KEY  # what AssetSpec.with_io_manager_key sets, without a copy per model
     return AssetSpec(
         key=keys.asset_key(s.uri),
-        deps=[AssetDep(keys.asset_key(d.uri), partition_mapping=partition_mapping(ctx.pdefs.get(d.uri), pdef)) for d in s.deps],
+        deps=[ctx.dep(d.uri, pdef) for d in s.deps],
         description=keys.description(s),
         group_name=keys.group_name(s),
         metadata=meta,

@@ -30,6 +30,7 @@ class DbtLoad:
     errors: tuple[LineageDefsError, ...] = ()
     lineage_inputs: Mapping[str, LineageInputs] = field(default_factory=dict)  # per project path
     pipelines: frozenset[str] = frozenset()  # pipelines holding a dbt project (valid or not)
+    warnings: tuple[LineageDefsError, ...] = ()  # models dbt could not compile at load time
 
     def catalogs(self) -> tuple[str, ...]:
         """The databases of projects on their own profile, as scripts' SQL names them."""
@@ -119,7 +120,26 @@ def load_dbt(root: Path, skip: set[str], settings: LineageSettings) -> DbtLoad:
         lineage_aliases = tuple(sorted({**aliases, **own}.items()))
         projects.append((replace(project, lineage_prelude=prelude, lineage_aliases=lineage_aliases), nodes))
     inputs = {p.path: _lineage_inputs(p, nodes) for p, nodes in projects}
-    return DbtLoad(tuple(steps), aliases, tuple(p for p, _ in projects), tuple(errors), inputs, frozenset(p for p, _ in found))
+    warnings = [w for p, nodes in projects for w in _uncompiled_warnings(p, nodes)]
+    return DbtLoad(tuple(steps), aliases, tuple(p for p, _ in projects), tuple(errors), inputs, frozenset(p for p, _ in found), tuple(warnings))
+
+
+def _uncompiled_warnings(project: DbtProject, nodes: Mapping[str, Any]) -> list[LineageDefsError]:
+    """A warning per model of the project whose macros dbt could not compile without a database (load-time lineage lacks it)."""
+    out: list[LineageDefsError] = []
+    own = set(project.unique_ids)
+    for uid, reason in sorted((nodes.get("compile_failed") or {}).items()):
+        node = nodes["nodes"].get(uid)
+        if node is None or uid not in own:
+            continue
+        out.append(SpecError(
+            f"dbt model {node['name']} cannot be compiled at load time ({reason}): a macro it calls queries the database while compiling, "
+            "so its column lineage is known only after a build; the project's other models are compiled without it",
+            Location(f"{project.path}/{node.get('original_file_path') or node['name']}", 1),
+            "nothing to do if lineage after a build is enough; else compute the queried value in the model's SQL or a var",
+            severity="warning",
+        ))  # fmt: skip
+    return out
 
 
 def _lineage_inputs(project: DbtProject, nodes: Mapping[str, Any]) -> LineageInputs:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,7 +37,7 @@ from lineage_defs.run.substrates import extension_directory
 from lineage_defs.settings import LineageSettings
 
 # Bump when what is kept from the manifest changes.
-MANIFEST_CACHE_VERSION = "dbt-v2"  # v2: compiled SQL of models calling macros
+MANIFEST_CACHE_VERSION = "dbt-v3"  # v2: compiled SQL of models calling macros; v3: the models dbt could not compile
 _SKIP = {"target", "logs", ".git", "__pycache__", ".venv", "venv", "node_modules"}
 # A project's own DuckDB target usually lives in its folder: the data a build writes is no input of the parse.
 _DATA_SUFFIXES = (".duckdb", ".duckdb.wal", ".db", ".db.wal", ".ducklake", ".ducklake.wal")
@@ -203,9 +204,53 @@ def _slim_node(node: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, An
     return out
 
 
+_TESTED = re.compile(r"""\b(?:source\(\s*['"]([^'"]+)['"]\s*,\s*['"]([^'"]+)['"]|ref\(\s*['"]([^'"]+)['"])""")
+
+
+def checked_node(test: Mapping[str, Any], sources: Mapping[str, Any], nodes: Mapping[str, Any]) -> str | None:
+    """The unique id of the node (model, seed, snapshot or source) a dbt test checks; None when it checks none alone.
+
+    dbt's ``attached_node`` (a generic test on a model); else the one node it
+    reads; else, for a generic test reading several (``relationships`` on a
+    source column), the ``source()``/``ref()`` of its ``model`` argument — never
+    the order of ``depends_on``, which partial parsing changes. A singular test
+    reading several nodes checks none of them (as dagster-dbt reports it).
+
+    >>> src = {"source.p.shop.orders": {"source_name": "shop", "name": "orders"}}
+    >>> t = {"depends_on": {"nodes": ["model.p.fct", "source.p.shop.orders"]},
+    ...      "test_metadata": {"kwargs": {"model": "{{ get_where_subquery(source('shop', 'orders')) }}"}}}
+    >>> checked_node(t, src, {"model.p.fct": {"name": "fct"}})
+    'source.p.shop.orders'
+    """
+    if test.get("attached_node"):
+        return str(test["attached_node"])
+    upstream = list((test.get("depends_on") or {}).get("nodes") or ())
+    if len(upstream) == 1:
+        return str(upstream[0])
+    named = _TESTED.search(str(((test.get("test_metadata") or {}).get("kwargs") or {}).get("model") or ""))
+    if named is None:
+        return None
+    source, table, ref = named.groups()
+    for u in upstream:
+        if ref is None and u in sources and (sources[u].get("source_name"), sources[u].get("name")) == (source, table):
+            return str(u)
+        if ref is not None and u in nodes and nodes[u].get("name") == ref:
+            return str(u)
+    return None
+
+
+def _attach_tests(nodes: dict[str, Any], sources: Mapping[str, Any]) -> dict[str, Any]:
+    """Each test's ``attached_node`` set to what it checks (dagster-dbt and the plan read it alike)."""
+    for n in nodes.values():
+        if n.get("resource_type") == "test":
+            n["attached_node"] = checked_node(n, sources, nodes)
+    return nodes
+
+
 def slim_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """What dagster-dbt reads at run time, without raw SQL, macros and docs."""
     nodes = {u: _slim_node(n, _NODE_FIELDS) for u, n in manifest["nodes"].items() if n.get("resource_type") in _NODE_TYPES}
+    _attach_tests(nodes, manifest.get("sources", {}))
     return {
         "metadata": {k: manifest["metadata"].get(k) for k in ("dbt_version", "project_name", "project_id", "adapter_type", "dbt_schema_version")},
         "nodes": nodes,
@@ -258,6 +303,7 @@ def plan_nodes(manifest: Mapping[str, Any]) -> dict[str, Any]:
             slim["code_version"] = versions[u]
         nodes[u] = slim
     sources = {u: {**_slim_node(s, _SOURCE_FIELDS), "columns": list(s.get("columns") or {})} for u, s in manifest.get("sources", {}).items()}
+    _attach_tests(nodes, sources)
     return {"project_name": manifest["metadata"].get("project_name"), "nodes": nodes, "sources": sources}
 
 
@@ -308,6 +354,8 @@ def parse_project(
         nodes["selected"] = json.loads((Path(tmp) / "selected.json").read_text())
         compiled = Path(tmp) / "compiled.json"
         nodes["compiled"] = json.loads(compiled.read_text()) if compiled.exists() else {}
+        failed = Path(tmp) / "compile_failed.json"
+        nodes["compile_failed"] = json.loads(failed.read_text()) if failed.exists() else {}
         if (Path(tmp) / "partial_parse.msgpack").exists():  # lets every build skip a full re-parse
             fd, part = tempfile.mkstemp(dir=folder, prefix=".msgpack-")
             os.close(fd)

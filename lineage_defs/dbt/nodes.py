@@ -90,7 +90,7 @@ def dbt_steps(projects: Sequence[tuple[DbtProject, Mapping[str, Any]]], names: s
         if project.config.test_behavior is not TestBehavior.NONE:
             for t in project.test_ids:
                 tn = all_nodes[t]
-                attached = tn.get("attached_node") or next(iter((tn.get("depends_on") or {}).get("nodes", [])), None)
+                attached = tn.get("attached_node")  # what the test checks (manifest.checked_node); None: no node alone
                 column = str(tn.get("column_name") or "")
                 yml = f"{project.path}/{tn['original_file_path']}" if tn.get("original_file_path") else ""
                 if attached and attached in sources:

@@ -349,7 +349,7 @@ class QueryLineage(_Memo):
         yes = [a for a, h in has.items() if h]
         if yes:  # valid SQL: when a known schema has it, no other source does
             return self._pick(scope, name, yes, node)
-        alias = self._alias_sources(scope, name)
+        alias = self._alias_sources(scope, name, ctx)
         if alias is not None:
             return alias
         maybe = [a for a, h in has.items() if h is None]
@@ -379,14 +379,20 @@ class QueryLineage(_Memo):
         self._problem(node if node is not None else scope.expression, message, f"qualify it with its table, e.g. {candidates[0]}.{name}")
         return set()
 
-    def _alias_sources(self, scope: Scope, name: str) -> set[Src] | None:
-        """DuckDB lets WHERE, GROUP BY, HAVING, ORDER BY and later projections use a SELECT alias."""
+    def _alias_sources(self, scope: Scope, name: str, ctx: str = "order") -> set[Src] | None:
+        """DuckDB lets WHERE, GROUP BY, HAVING, ORDER BY and later projections use a SELECT alias.
+
+        A projection sees only the aliases before it: in ``a AS a_cents, a / 100 AS a``
+        the first ``a`` is the source column (DuckDB refuses a reference to a later alias).
+        """
         items = self._items(scope)
+        # the projection being resolved: chains of lateral aliases only go backwards, so the first one busy
+        resolving = min((k[2] for k in self._busy if isinstance(k, tuple) and k[:2] == ("item", id(scope))), default=None) if ctx == "select" else None
         for proj in scope.expression.expressions if isinstance(scope.expression, exp.Select) else []:
             if isinstance(proj, exp.Alias) and self.fold(proj.alias) == name:
                 index = next((i for i, it in enumerate(items) if it.expr is proj.this), -1)
-                if index < 0 or ("item", id(scope), index) in self._busy:
-                    return None  # `x AS x` names the source column, not itself
+                if index < 0 or ("item", id(scope), index) in self._busy or (resolving is not None and index > resolving):
+                    return None  # `x AS x` names the source column, not itself; nor does a later alias
                 return self._item_sources(scope, index)
         return None
 

@@ -73,7 +73,7 @@ def without_invalid(project: Project) -> Project:
 
 def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], cache: PlanCache, dbt: DbtLoad) -> Project:
     errors: list[LineageDefsError] = list(dbt.errors)
-    warnings: list[LineageDefsError] = []
+    warnings: list[LineageDefsError] = list(dbt.warnings)
     for fr in files.values():
         errors.extend(fr.errors)
     macros = tuple(p for p, fr in files.items() if fr.header.is_macros)
