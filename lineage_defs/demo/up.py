@@ -202,7 +202,8 @@ class Demo:
             for t in s.events:
                 if isinstance(t, Kafka):
                     topics.setdefault(t.connection, []).append(t.topic)
-        self.groups = sorted({s.pipeline for s in project.steps})
+        # and Dagster's `default` group: inputs no step produces (and hand-written assets without a group) land there
+        self.groups = sorted({s.pipeline for s in project.steps} | {"default"})
         return topics, [name for name, _, _ in webhooks(project.steps)], [name for name, _, _ in mailboxes(project.steps)]
 
     def up(self) -> int:
