@@ -6,7 +6,8 @@ Read from the source (``ast``), not by running anything: a test needs what its b
 every helper of ``tests/*.py`` they reach (transitively: functions, classes, module constants) start —
 a Dagster process (``dagster``, ``dagster-daemon``, ``dagster-webserver``, ``dg`` as a command,
 ``webserver.DagsterDev``, the suite's demo), Chromium (``browser.Browser``), a dbt project of its own
-(a ``dbt_project.yml`` written) or a Celery worker (``celery`` as a command).
+(a ``dbt_project.yml`` written) or a dbt build (a run of a selection naming dbt models) or a Celery
+worker (``celery`` as a command).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ COMMANDS = {
 # helpers that start something whose command the caller passes in, or that a name says best
 SEEDS = {("webserver", "DagsterDev"): "daemon", ("browser", "Browser"): "browser"}
 DBT_PROJECT = re.compile(r"(^|/)dbt_project\.yml$")
+DBT_KEYS = ("dbt/", "dbt://")  # an asset key or URI of a dbt model
+RUNS = {"execute_in_process", "materialize", "materialize_to_memory"}
 
 
 @dataclass
@@ -72,9 +75,13 @@ def _command_strings(tree: ast.AST) -> Iterator[str]:
 
 def _direct_needs(tree: ast.AST) -> set[str]:
     needs = {COMMANDS[c] for c in _command_strings(tree) if c in COMMANDS}
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and DBT_PROJECT.search(n.value.strip()):
-            needs.add("dbt")  # a dbt project of the test's own: loading it runs dbt
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    if any(DBT_PROJECT.search(v.strip()) for v in strings):
+        needs.add("dbt")  # a dbt project of the test's own: loading it runs dbt
+    runs = any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name)) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None)) in RUNS
+               for n in ast.walk(tree))
+    if runs and any(v.startswith(DBT_KEYS) for v in strings):
+        needs.add("dbt")  # runs Dagster on a selection naming dbt models (the example's own): a dbt build
     return needs
 
 
@@ -255,6 +262,7 @@ def test_the_check_finds_what_a_helper_starts_two_calls_away() -> None:
             "@pytest.mark.daemon\ndef test_marked_for_one_but_not_the_other():\n    _ui('x')\n"
             "def test_writes_a_dbt_project(tmp_path):\n    (tmp_path / 'p' / 'dbt_project.yml').write_text('name: p')\n"
             "@pytest.mark.daemon\ndef test_marked(running):\n    pass\n"
+            "def test_builds_the_example_s_dbt_models(defs):\n    defs.get_implicit_global_asset_job_def().execute_in_process(asset_selection=[key('dbt/warehouse/main/stg_orders')])\n"
         ),
     }
     problems = "\n".join(Suite(TESTS, extra).unmarked())
@@ -262,6 +270,7 @@ def test_the_check_finds_what_a_helper_starts_two_calls_away() -> None:
     assert "test_a_new_one.py::test_uses_celery_through_a_helper needs scale" in problems, problems
     assert "test_a_new_one.py::test_marked_for_one_but_not_the_other needs browser (" in problems, problems
     assert "test_a_new_one.py::test_writes_a_dbt_project needs dbt" in problems, problems
+    assert "test_a_new_one.py::test_builds_the_example_s_dbt_models needs dbt" in problems, problems
     assert "test_marked " not in problems, problems
 
 
