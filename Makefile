@@ -1,4 +1,5 @@
 # Quick start: `make demo` (the bundled example with every trigger live) and `make test` (the whole suite).
+# The fast loop: `make check` (every test that needs no Dagster daemon/webserver, browser, dbt run or Celery).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
@@ -14,7 +15,7 @@ export DAGSTER_HOME          ?= $(CURDIR)/dagster_home
 # Dagster stores a range run's per-partition events as one batch (see dagster_home/dagster.yaml)
 export DAGSTER_EVENT_BATCH_SIZE ?= 1000
 
-.PHONY: install browser servers demo demo-stop test bench typecheck clean
+.PHONY: install browser servers demo demo-stop test check bench typecheck clean
 
 # Also the editable package's bytecode: uv compiles site-packages only, and where
 # PYTHONDONTWRITEBYTECODE=1 (common in containers) Python would compile lineage_defs
@@ -52,8 +53,14 @@ servers: $(SERVERS)
 $(SERVERS):
 	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get install -y -q mosquitto nats-server redis-server || (apt-get update -q && apt-get install -y -q mosquitto nats-server redis-server)'
 
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n 2 --no-loadscope-reorder
+
 test: install browser servers
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --no-loadscope-reorder
+	$(PYTEST) --durations=30
+
+# The tiers are the markers of pyproject.toml (tests/test_tiers.py checks every test carries what it needs).
+check: install servers
+	$(PYTEST) -m "not daemon and not browser and not dbt and not scale"
 
 typecheck: install
 	$(VENV)/bin/mypy lineage_defs

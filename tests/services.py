@@ -305,6 +305,11 @@ run_monitoring:
 run_retries:
   enabled: true
   max_retries: 0
+run_coordinator:  # as dagster_home/dagster.yaml ships it: a queued run starts within a second, not Dagster's default 5
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
 sensors:
   use_threads: true
   num_workers: 4

@@ -141,6 +141,7 @@ def test_changed_against_the_latest_materializations(tmp_path: Path) -> None:
     assert unset.returncode == 1 and "DAGSTER_HOME is not set" in unset.stderr and "--since" in unset.stderr
 
 
+@pytest.mark.dbt
 def test_a_dbt_models_code_version_is_its_own(tmp_path: Path) -> None:
     project = Path(shutil.copytree(EXAMPLE / "reporting", tmp_path / "pipelines" / "reporting"))
     state = tmp_path / "state"

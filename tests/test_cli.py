@@ -36,6 +36,13 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return s
 
 
+@pytest.fixture(scope="module")
+def example_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One state dir for the commands that only read the example: the first parses its dbt project, the
+    others load it warm (a warm load is the cold one: test_plan_cache.py)."""
+    return tmp_path_factory.mktemp("example") / "state"
+
+
 def _split_column(ref: str, uris: set[str]) -> tuple[str, str]:
     uri, _, col = ref.rpartition(".")
     assert uri in uris and col, f"{ref!r} is not <asset uri>.<column> of a listed asset"
@@ -43,8 +50,8 @@ def _split_column(ref: str, uris: set[str]) -> tuple[str, str]:
 
 
 # -- graph -------------------------------------------------------------------------------
-def test_graph_json_has_the_spec_shape(state: Path) -> None:
-    r = run_cli("graph", str(EXAMPLE), "--json", state=state)
+def test_graph_json_has_the_spec_shape(example_state: Path) -> None:
+    r = run_cli("graph", str(EXAMPLE), "--json", state=example_state)
     assert r.returncode == 0, r.stderr
     g = json.loads(r.stdout)
     assert set(g) == {"assets", "column_edges"}
@@ -92,8 +99,8 @@ def test_graph_json_has_the_spec_shape(state: Path) -> None:
     assert set(by_uri["ducklake://main/orders"]["checks"]) >= {"unique_order_id", "relationships_customer_id", "order_amounts"}
 
 
-def test_graph_columns_text_shows_every_edge_kind(state: Path) -> None:
-    r = run_cli("graph", str(EXAMPLE), "--columns", state=state)
+def test_graph_columns_text_shows_every_edge_kind(example_state: Path) -> None:
+    r = run_cli("graph", str(EXAMPLE), "--columns", state=example_state)
     assert r.returncode == 0, r.stderr
     for kind in ("[copy]", "[mod]", "[scan]"):
         assert kind in r.stdout
@@ -169,17 +176,17 @@ def test_check_reports_errors_and_exits_1(tmp_path: Path, state: Path) -> None:
     assert "1 error" in r.stdout
 
 
-def test_check_on_the_example_exits_0(state: Path) -> None:
-    r = run_cli("check", str(EXAMPLE), state=state)
+def test_check_on_the_example_exits_0(example_state: Path) -> None:
+    r = run_cli("check", str(EXAMPLE), state=example_state)
     assert r.returncode == 0, r.stderr
     assert "0 errors" in r.stdout
 
 
 @pytest.mark.parametrize("args", [("graph", str(EXAMPLE)), ("graph", str(EXAMPLE), "--json")])
-def test_output_into_a_closed_pipe_ends_quietly(args: tuple[str, ...], state: Path) -> None:
+def test_output_into_a_closed_pipe_ends_quietly(args: tuple[str, ...], example_state: Path) -> None:
     """`lineage-defs graph … | head`: the reader goes away before the output is written; no traceback."""
     script = Path(sys.executable).with_name("lineage-defs")
-    env = {k: v for k, v in os.environ.items() if k != "LINEAGE_PIPELINES_DIR"} | {"LINEAGE_STATE_DIR": str(state)}
+    env = {k: v for k, v in os.environ.items() if k != "LINEAGE_PIPELINES_DIR"} | {"LINEAGE_STATE_DIR": str(example_state)}
     proc = subprocess.Popen([str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # like `head` exiting: every write of the command now fails with EPIPE

@@ -22,6 +22,8 @@ from lineage_defs import LineageResource, LineageSettings, build_definitions
 from lineage_defs.run.substrates import Session
 from dbt_projects import SHOP_FILES, stand_in_engine, write_files
 
+pytestmark = pytest.mark.dbt
+
 STG = AssetKey(["dbt", "warehouse", "main", "stg_orders"])
 DAILY = AssetKey(["dbt", "warehouse", "main", "store_daily"])
 MICRO = AssetKey(["dbt", "warehouse", "main", "orders_daily"])

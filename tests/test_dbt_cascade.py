@@ -16,7 +16,7 @@ from dbt_projects import write_files
 from services import VENV_BIN, Daemon, wait_for
 from triggers_support import evaluated_once, runs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.daemon, pytest.mark.dbt]
 
 FILES = {
     "casc/orders.sql": """

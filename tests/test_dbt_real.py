@@ -21,6 +21,8 @@ from lineage_defs.plan.project import load_project
 from lineage_defs.plan.spec import DbtStep, Project
 from lineage_defs.run.substrates import Session
 
+pytestmark = pytest.mark.dbt
+
 W = "dbt://warehouse/main/"
 
 

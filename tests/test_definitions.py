@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lineage_defs.assets.resources import LineageResource
 from lineage_defs.settings import LineageSettings
 
@@ -62,6 +64,7 @@ def test_importing_the_code_location_reads_nothing() -> None:
     assert r.returncode != 0 and "pipelines folder '/nonexistent/pipelines' does not exist" in r.stderr
 
 
+@pytest.mark.daemon
 def test_every_dagster_entry_form_loads_the_example(tmp_path: Path) -> None:
     """`-m` with and without `-a defs` (autodiscovery lists the lazy `defs`), `workspace.yaml`, and a
     real run through `-m`; the example's hand-written assets (LINEAGE_DEFINITIONS) come along."""

@@ -35,7 +35,7 @@ from lineage_defs.run.substrates import Session
 from lineage_defs.settings import LineageSettings
 from webserver import DagsterDev, live_group_members, run_problems
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.daemon, pytest.mark.browser]
 
 # The walkthrough's own values (examples/README.md, "Try it")
 DAY = "2025-01-02"

@@ -181,7 +181,7 @@ ASSET_NODES = """
 PERIOD = {"hourly": "Hourly", "daily": "Daily", "weekly": "Weekly", "monthly": "Monthly"}
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_asset_graph_matches_the_project(dev: DagsterDev, project: Project) -> None:
     nodes = {tuple(n["assetKey"]["path"]): n for n in dev.graphql(ASSET_NODES)["assetNodes"]}
 
@@ -238,7 +238,7 @@ def test_asset_graph_matches_the_project(dev: DagsterDev, project: Project) -> N
     }
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_first_run_modal_can_be_dismissed(dev: DagsterDev) -> None:
     assert dev.graphql("mutation { setNuxSeen }") == {"setNuxSeen": True}
 
@@ -280,7 +280,7 @@ query($key: AssetKeyInput!) {
 """
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_materialize_products(dev: DagsterDev, settings: LineageSettings) -> None:
     params = {
         "selector": {
@@ -376,7 +376,7 @@ def _days(start: str, end: str) -> list[str]:
     return out
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_backfill_daily_chain(dev: DagsterDev, settings: LineageSettings) -> None:
     params = {
         "assetSelection": [key_input(RAW_ORDERS), key_input(CUSTOMERS), key_input(ORDERS)],
@@ -432,7 +432,7 @@ def test_backfill_daily_chain(dev: DagsterDev, settings: LineageSettings) -> Non
                 assert "lineage/sql" in meta
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_backfill_cli_launches_on_the_running_instance(dev: DagsterDev) -> None:
     """`lineage-defs backfill` sends the UI's launchPartitionBackfill for a URI and a range."""
     import subprocess
@@ -460,7 +460,7 @@ def test_backfill_cli_launches_on_the_running_instance(dev: DagsterDev) -> None:
     assert nopool.returncode == 2 and "needs a pool" in nopool.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_backfill_cli_waits_shows_progress_and_restores_the_pool_limit(dev: DagsterDev) -> None:
     """`--concurrency` sets the pool's limit for this backfill only; `--wait` follows each partition to the end."""
     import subprocess

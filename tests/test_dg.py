@@ -17,7 +17,11 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from webserver import DagsterDev, free_port, wait_for_location
+
+pytestmark = pytest.mark.daemon
 
 PYPROJECT = """\
 [project]

@@ -94,6 +94,7 @@ def test_example_handwritten_asset_reads_one_day_and_a_script_reads_its_table(tm
         assert s.conn.execute("SELECT count(*) FROM lake.main.order_sizes").fetchone() == (len(got),)
 
 
+@pytest.mark.daemon
 def test_the_example_under_dagster_asset_materialize(tmp_path: Path) -> None:
     """The same both ways as a user runs it: `dagster asset materialize -m lineage_defs.definitions`, the
     multiprocess executor (each step a process of its own), the hand-written asset merged by LINEAGE_DEFINITIONS."""

@@ -27,7 +27,7 @@ from lineage_defs.events.store import EventStore
 from services import Daemon, EmailReceiver, Receiver, wait_for
 from triggers_support import finished, table_rows, write_steps
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.daemon
 
 ROWS = "duckdb://warehouse/pg_rows"
 MAIL_ROWS = "duckdb://warehouse/pg_mail_rows"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from dagster import AssetKey, DagsterInstance
 
 from lineage_defs import LineageSettings, build_definitions
@@ -12,6 +13,8 @@ from lineage_defs.run.substrates import Session
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
 DAY = "2025-01-02"
+
+pytestmark = pytest.mark.dbt
 
 
 def _key(path: str) -> AssetKey:

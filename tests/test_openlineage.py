@@ -105,6 +105,7 @@ def _expected(uri: str, edges: tuple[ColumnEdge, ...]) -> tuple[dict[str, set[tu
     return fields, dataset
 
 
+@pytest.mark.dbt
 def test_example_runs_emit_their_lineage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with receiver() as r:
         monkeypatch.setenv("OPENLINEAGE_URL", r.url)

@@ -25,6 +25,7 @@ SMALL = {
 }
 
 
+@pytest.mark.dbt
 def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
     root, cache = write_files(tmp_path / "pipelines", SMALL), tmp_path / "state" / "cache"
     cold = load_project(root, LineageSettings(state_dir=str(cache.parent)))
@@ -53,6 +54,7 @@ def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
     assert ("ducklake://main/raw.amount", "dbt://warehouse/main/stg.doubled", "copy") in edges
 
 
+@pytest.mark.dbt
 def test_producers_and_cycles_cross_the_boundary(tmp_path: Path) -> None:
     files = {
         **SMALL,
@@ -71,6 +73,7 @@ def test_producers_and_cycles_cross_the_boundary(tmp_path: Path) -> None:
     assert len(cycle) == 1 and "p/dbt/models/loop.sql" in cycle[0] and "p/raw2.sql" in cycle[0], rendered
 
 
+@pytest.mark.dbt
 def test_dbt_parse_error_is_located(tmp_path: Path) -> None:
     files = {**SMALL, "p/dbt/models/broken.sql": "select {{ ref( }}\n"}
     project = load_project(write_files(tmp_path / "pipelines", files), LineageSettings(state_dir=str(tmp_path)))
@@ -103,6 +106,7 @@ def test_lineage_yml_values(text: str, expected: dict[str, object]) -> None:
     assert {k: getattr(cfg, k) for k in expected} == expected
 
 
+@pytest.mark.dbt
 def test_project_with_its_own_profile(tmp_path: Path) -> None:
     files = {
         "p/proj/dbt_project.yml": "name: own\nversion: '1.0'\nprofile: own\n",
@@ -125,6 +129,7 @@ def test_project_with_its_own_profile(tmp_path: Path) -> None:
     assert ("dbt://own/raw/people.name", "dbt://own/main/base.name") in base_edges
 
 
+@pytest.mark.dbt
 def test_own_profile_target_names_its_duckdb_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from lineage_defs.dbt.manifest import own_target
 

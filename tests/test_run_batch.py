@@ -70,7 +70,6 @@ BODY = "SELECT id, v, ts FROM lake.main.raw WHERE ts >= $partition_start::TIMEST
 
 
 # -- through Dagster -------------------------------------------------------------------------
-@pytest.mark.slow
 def test_range_runs_set_based_and_reports_each_partition(tmp_path: Path) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
     settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
@@ -105,7 +104,6 @@ def test_range_runs_set_based_and_reports_each_partition(tmp_path: Path) -> None
     assert query(settings, "SELECT count(*) FROM lake.main.batched WHERE _partition <> strftime(ts, '%Y-%m-%d')") == [(0,)]
 
 
-@pytest.mark.slow
 def test_a_failing_batch_rolls_back_whole_and_the_others_commit(tmp_path: Path) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
     settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))

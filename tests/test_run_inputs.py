@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import pytest
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from lineage_defs import LineageSettings, build_definitions
@@ -43,7 +42,6 @@ ORDERS = """
 """
 
 
-@pytest.mark.slow
 def test_missing_upstream_object_names_the_partition_to_build(tmp_path: Path) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
     write(root, "shop/drop.sh", DROP)
@@ -131,7 +129,6 @@ def failure_of(r: dg.ExecuteInProcessResult) -> str:
     return str(next(e for e in r.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data.error)
 
 
-@pytest.mark.slow
 def test_python_and_bash_steps_name_the_input_they_miss(tmp_path: Path) -> None:
     """The process fails on a table or object that is not built: the run says which input (and
     partition) to build first, as a SQL step does — not "fix the script"."""

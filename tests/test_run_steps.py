@@ -15,8 +15,6 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.run.substrates import Session
 
-pytestmark = pytest.mark.slow
-
 
 def write(root: Path, rel: str, text: str) -> None:
     p = root / rel

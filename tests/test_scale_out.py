@@ -18,7 +18,7 @@ import pytest
 
 from scale_support import DAGSTER_YAML, create_database as _create_database, lake_env, pg_url as _pg_url
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.daemon, pytest.mark.scale]
 
 PER_PARTITION = """\
 -- Orders of one day, one transaction per partition.

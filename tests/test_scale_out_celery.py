@@ -40,7 +40,7 @@ from scale_support import DAGSTER, LINEAGE_DEFS, create_database, dagster_home, 
 from services import Receiver, Supervised, Tansu, wait_for, wait_port
 from webserver import DagsterDev, free_port, wait_for_location
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.daemon, pytest.mark.scale]
 
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 DAYS = [f"2025-01-{d:02d}" for d in range(1, 31)]

@@ -16,7 +16,7 @@ import pytest
 
 from scale_support import DAGSTER, LINEAGE_DEFS, create_database, dagster_home, files_under, machine_env
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.daemon
 
 
 def _write(root: Path, rel: str, text: str) -> None:

@@ -18,9 +18,9 @@ import pytest
 from dagster import AssetKey, AssetMaterialization, DagsterRunStatus
 
 from services import VENV_BIN, Daemon, wait_for
-from triggers_support import evaluated_once, runs, write_steps
+from triggers_support import evaluated_once, runs, ticks_since, write_steps
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.daemon
 
 STEPS = {
     "casc/root.sql": "-- pipeline\n-- trigger manual\n-- materialize duckdb://warehouse/root\nSELECT 1 AS x\n",
@@ -59,6 +59,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         daemon.stop()
 
 
+EVALUATIONS = 2  # "a few cascade evaluations": ticks that started after an update and finished (one already saw it)
+
+
+def quiet_evaluations(world: dict[str, Any], since: float) -> None:
+    """Wait until the cascade finished EVALUATIONS ticks that started after ``since``: whatever they would
+    request about what happened before, they did (instead of sleeping for a guess of how long that takes)."""
+    instance, daemon = world["instance"], world["daemon"]
+    wait_for(f"{EVALUATIONS} cascade evaluations", lambda: ticks_since(instance, "lineage_cascade", since) >= EVALUATIONS, 150, daemon.log_tail)
+
+
 def materialize_by_hand(world: dict[str, Any], key: str, partition: str | None = None) -> None:
     """`dagster asset materialize`, as a person would run it (no sensor, no tags)."""
     argv = [str(VENV_BIN / "dagster"), "asset", "materialize", "-m", "lineage_defs.definitions", "-a", "defs", "--select", key]
@@ -92,7 +102,7 @@ def test_manual_root_materialized_by_hand_runs_its_consumer(world: dict[str, Any
 def test_trigger_all_waits_for_every_input_of_the_partition(world: dict[str, Any]) -> None:
     daemon, instance = world["daemon"], world["instance"]
     report(instance, "duckdb/warehouse/left_side", "2025-01-02")
-    time.sleep(14)  # a few cascade evaluations with only one input in
+    quiet_evaluations(world, time.time())  # a few cascade evaluations with only one input in
     assert asset_runs(instance, "duckdb/warehouse/both_sides") == []
     # the real rows, so the run has something to join
     for side in ("left", "right"):
@@ -107,7 +117,7 @@ def test_a_step_never_starts_before_every_input_it_reads_was_materialized(world:
     once the other is in."""
     daemon, instance = world["daemon"], world["instance"]
     materialize_by_hand(world, "duckdb/warehouse/dim")
-    time.sleep(14)  # a few cascade evaluations with `days` never materialized
+    quiet_evaluations(world, time.time())  # a few cascade evaluations with `days` never materialized
     assert asset_runs(instance, "duckdb/warehouse/ltv") == []
     materialize_by_hand(world, "duckdb/warehouse/days", "2025-01-02")
     wait_for("the reader's run", lambda: [r for r in asset_runs(instance, "duckdb/warehouse/ltv") if r.is_finished], 150, daemon.log_tail)
@@ -129,7 +139,7 @@ def test_debounce_coalesces_a_burst_into_one_run(world: dict[str, Any]) -> None:
         time.sleep(2.5)
     last = instance.get_latest_materialization_event(AssetKey(["duckdb", "warehouse", "burst_src"])).timestamp  # the burst's end
     wait_for("the debounced run", lambda: [r for r in asset_runs(instance, sink) if r.is_finished and r.run_id not in before], 150, daemon.log_tail)
-    time.sleep(12)  # long enough for a second run to show up if the burst leaked one
+    quiet_evaluations(world, time.time())  # long enough for a second run to show up if the burst leaked one
     sink_runs = [r for r in asset_runs(instance, sink) if r.run_id not in before]
     assert len(before) == 1 and len(sink_runs) == 1, (before, [r.run_id for r in sink_runs])
     record = instance.get_run_record_by_id(sink_runs[0].run_id)

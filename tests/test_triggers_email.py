@@ -199,7 +199,7 @@ def test_mixed_recipients_malformed_mail_and_resends(world: dict[str, Any]) -> N
     assert rejected[0].reason == "not a usable e-mail message: Unusable: no mail headers (MissingHeaderBodySeparatorDefect)"
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_mails_land_once_across_a_daemon_kill_a_receiver_kill_and_resends(world: dict[str, Any]) -> None:
     tmp, state, pipelines, receiver = world["tmp"], world["state"], world["pipelines"], world["receiver"]
     daemon = Daemon(tmp, pipelines, state)

@@ -32,7 +32,7 @@ from lineage_defs.dagster_storage import process_alive
 from services import VENV_BIN, Daemon, Tansu, wait_for
 from triggers_support import finished, runs, skip_reasons, table_rows, write_steps
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.daemon
 
 CRASH_ROWS, FLAKY_ROWS, POISON_ROWS, STUCK_ROWS = (f"duckdb://warehouse/{t}" for t in ("crash_rows", "flaky_rows", "poison_rows", "stuck_rows"))
 

@@ -21,7 +21,7 @@ import pytest
 from services import Daemon, Tansu, wait_for
 from triggers_support import finished, reexecute, runs, stored, table_rows
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.daemon
 
 TOPIC = "orders.events"
 FLAKY = "payments.events"

@@ -168,7 +168,7 @@ SENSOR = "e2e__mqtt_rows__mqtt_shop___orders"
 STREAM = "mqtt:e2e__mqtt_rows:shop/+/orders"
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_mqtt_messages_land_once_across_a_daemon_kill_and_malformed_ones_are_rejected(broker: Mosquitto, tmp_path: Path) -> None:
     pipelines = write_steps(tmp_path / "pipelines", {"e2e/mqtt_rows.sql": STEP})
     state = tmp_path / "state"

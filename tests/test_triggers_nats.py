@@ -144,7 +144,7 @@ SENSOR = "e2e__nats_rows__nats_SHOP_shop___orders"
 STREAM = "nats:e2e__nats_rows:SHOP:shop.*.orders"
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_nats_messages_land_once_across_a_daemon_kill_and_malformed_ones_are_rejected(server: NatsServer, tmp_path: Path) -> None:
     server.add_stream("SHOP", ["shop.>"])
     pipelines = write_steps(tmp_path / "pipelines", {"e2e/nats_rows.sql": STEP})

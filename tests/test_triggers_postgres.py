@@ -183,7 +183,7 @@ FROM _events
 STREAM = "postgres:e2e__pg_rows:public.cdc_orders"
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_table_changes_land_once_across_a_daemon_crash(pg_dsn: str, tmp_path: Path) -> None:
     with _conn(pg_dsn) as c:
         c.execute("CREATE TABLE public.cdc_orders (id int PRIMARY KEY, amount int)")

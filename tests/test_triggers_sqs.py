@@ -162,7 +162,7 @@ SENSOR = "e2e__sqs_rows__sqs_orders"
 STREAM = "sqs:e2e__sqs_rows:orders"
 
 
-@pytest.mark.slow
+@pytest.mark.daemon
 def test_sqs_messages_land_once_across_a_daemon_kill_and_malformed_ones_are_rejected(sqs: Any, tmp_path: Path) -> None:
     url = sqs.create_queue(QueueName="orders")["QueueUrl"]
     pipelines = write_steps(tmp_path / "pipelines", {"e2e/sqs_rows.sql": STEP})

@@ -29,8 +29,6 @@ from services import VENV_BIN, Receiver
 from triggers_support import stored, write_steps
 from webserver import free_port
 
-pytestmark = pytest.mark.slow
-
 TOKEN, SECRET = "t0ken-open-sesame", "hmac-s3cret"
 CAP, HEADER_TIMEOUT, BODY_TIMEOUT, KEEP_ALIVE = 64, 2, 3, 2
 BUFFERED = 4 * 1024 * 1024

@@ -25,7 +25,7 @@ import pytest
 from services import Daemon, Receiver, wait_for
 from triggers_support import finished, reexecute, runs, stored, table_rows, write_steps
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.daemon
 
 TOKEN, SECRET, REGION_SECRET = "t0ken-orders", "s3cret-orders", "s3cret-regions"
 ROWS = "duckdb://warehouse/wh_rows"

@@ -30,7 +30,7 @@ from webserver import DagsterDev
 
 DEMO_LOCATION = "lineage_defs"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.daemon, pytest.mark.browser]
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"

@@ -120,6 +120,19 @@ def evaluated_once(instance: Any, sensor: str) -> bool:
     )
 
 
+def ticks_since(instance: Any, sensor: str, since: float) -> int:
+    """How many ticks of a sensor started after ``since`` (a ``time.time()``) and finished (skipped or
+    requested runs): each saw every update recorded before ``since``, and the runs it asked for exist.
+    What "a few evaluations and nothing happened" waits for, however slow the machine."""
+    from dagster._core.scheduler.instigation import TickStatus
+
+    states = [s for s in instance.all_instigator_state() if s.name == sensor]
+    if not states:
+        return 0
+    ticks = instance.get_ticks(states[0].instigator_origin_id, states[0].selector_id, after=since, statuses=[TickStatus.SKIPPED, TickStatus.SUCCESS])
+    return sum(1 for t in ticks if t.timestamp > since)
+
+
 GOOD_REGIONS = ("eu", "us")
 
 
