@@ -195,9 +195,9 @@ def test_against_instance_compares_with_the_last_materialized_column_schema(fold
     from lineage_defs.plan.project import load_project
     from lineage_defs.settings import LineageSettings
 
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    (tmp_path / "dagster").mkdir()
-    (tmp_path / "dagster" / "dagster.yaml").write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    (tmp_path / "dagster_home").mkdir()
+    (tmp_path / "dagster_home" / "dagster.yaml").write_text("")
     project = load_project(folder, LineageSettings(state_dir=str(tmp_path / "state")))
     with dg.DagsterInstance.get() as instance:
         for s in project.steps:

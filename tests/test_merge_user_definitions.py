@@ -13,9 +13,12 @@ import textwrap
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.run.substrates import Session
+
+pytestmark = pytest.mark.daemon  # runs the dagster command line
 
 HAND_MADE = dg.AssetKey(["duckdb", "warehouse", "hand_made"])
 DOUBLED = dg.AssetKey(["ducklake", "main", "doubled"])

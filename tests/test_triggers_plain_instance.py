@@ -22,7 +22,7 @@ from lineage_defs.dagster_storage import process_alive
 from services import Daemon, Tansu, wait_for
 from triggers_support import finished, runs, table_rows, write_steps
 
-pytestmark = [pytest.mark.slow, pytest.mark.daemon]
+pytestmark = pytest.mark.daemon
 
 TOPIC = "plain.events"
 ROWS = "duckdb://warehouse/plain_rows"
