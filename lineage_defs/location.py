@@ -1,4 +1,9 @@
-"""Build the Definitions of a pipelines folder: the public entry point."""
+"""The code location, assembled: a pipelines folder's Definitions (the public ``build_definitions``).
+
+Above ``assets`` (script assets), ``dbt`` (dbt assets) and ``sensors`` (trigger
+sensors, cascade conditions): it loads the plan, hands it to each builder and
+binds the resources, so none of those rooms imports another's builder.
+"""
 
 from __future__ import annotations
 
