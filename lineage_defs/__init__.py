@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from lineage_defs.assets.resources import LineageResource
     from lineage_defs.assets.translator import LineageTranslator
     from lineage_defs.duckdb_io import LineageDuckDBIOManager, LineageDuckDBResource
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
     from lineage_defs.settings import LineageSettings
 
 # Lazy: importing lineage_defs (e.g. lineage_defs.runtime in a step's subprocess) must not import Dagster.
@@ -27,7 +27,7 @@ _WHERE = {
     "build_definitions": "lineage_defs.location",
     "LineageResource": "lineage_defs.assets.resources",
     "LineageTranslator": "lineage_defs.assets.translator",
-    "load_project": "lineage_defs.plan.project",
+    "load_project": "lineage_defs.project",
     "LineageSettings": "lineage_defs.settings",
 }
 

@@ -135,7 +135,7 @@ def _step() -> ScriptStep:
 def _planned_step() -> ScriptStep:
     import __main__
 
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
 
     main = getattr(__main__, "__file__", None)
     if not main:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lineage_defs.deploy import local_state_warnings, remote_runs
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.settings import LineageSettings
 from triggers_support import write_steps
 

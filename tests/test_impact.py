@@ -18,7 +18,7 @@ import pytest
 from dbt_projects import SHOP_FILES, write_files
 from lineage_defs import cli
 from lineage_defs.plan.impact import ColumnGraph, as_json
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.settings import LineageSettings
 
 ROOT = Path(__file__).resolve().parents[1]

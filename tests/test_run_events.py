@@ -12,7 +12,7 @@ import pytest
 
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.events.store import EventStore, NewEvent
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.run.events import BATCH_TAG, streams_of
 
 pytestmark = pytest.mark.slow
