@@ -12,8 +12,8 @@ from dagster import AssetDep, AutomationCondition, PartitionsDefinition
 
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.partitions import partition_mapping
+from lineage_defs.assets.resources import IO_MANAGER_KEY
 from lineage_defs.assets.translator import CachedKeys
-from lineage_defs.duckdb_io import IO_MANAGER_KEY
 from lineage_defs.plan.spec import Project
 from lineage_defs.settings import LineageSettings
 

@@ -23,8 +23,8 @@ from dagster import (
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.partitions import partitions_def
+from lineage_defs.assets.resources import IO_MANAGER_KEY
 from lineage_defs.assets.translator import LineageTranslator
-from lineage_defs.duckdb_io import IO_MANAGER_KEY
 from lineage_defs.parse.model import DataTest, PartitionKind, Severity, TestKind
 from lineage_defs.plan.spec import Project, ScriptStep
 
