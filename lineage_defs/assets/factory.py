@@ -20,6 +20,7 @@ from dagster import (
     multi_asset,
 )
 
+from lineage_defs import uris
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.partitions import partitions_def
@@ -129,7 +130,7 @@ IO_MANAGER_METADATA = "dagster/io_manager_key"
 
 def loaded_by_io_manager(metadata: dict[str, Any], uri: str) -> dict[str, Any]:
     """A table's spec loads through the lineage I/O manager: a hand-written asset's input gets the table as a DataFrame."""
-    if md.is_table(uri):
+    if uris.is_table(uri):
         metadata[IO_MANAGER_METADATA] = IO_MANAGER_KEY
     return metadata
 

@@ -55,7 +55,7 @@ def analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str,
 def pg_connection(header: Header) -> str:
     """The PostgreSQL connection a .pg.sql body's unqualified tables live in."""
     m = header.materialize
-    if m and m.uri.startswith("datatable://"):
+    if m and uris.kind_of(m.uri) is uris.Kind.DATATABLE:
         return uris.parse(m.uri).authority
     return "default"
 

@@ -304,7 +304,7 @@ class StepRunner:
         return (
             not self.step.tests
             and self.step.strategy in (Strategy.REPLACE, Strategy.PARTITION_REPLACE, Strategy.APPEND)
-            and target.split("://", 1)[0] in ("ducklake", "duckdb", "datatable")
+            and uris.is_table(target)
         )
 
     def _run_postgres(self, window: PartitionWindow | None, result: SliceResult) -> None:
