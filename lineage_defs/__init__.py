@@ -10,24 +10,24 @@ __all__ = [
 ]  # fmt: skip
 
 if TYPE_CHECKING:
-    from lineage_defs.assets.component import LineageDefsComponent
-    from lineage_defs.assets.definitions import build_definitions, merge_definitions
+    from lineage_defs.component import LineageDefsComponent
+    from lineage_defs.location import build_definitions, merge_definitions
     from lineage_defs.assets.resources import LineageResource
     from lineage_defs.assets.translator import LineageTranslator
     from lineage_defs.duckdb_io import LineageDuckDBIOManager, LineageDuckDBResource
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
     from lineage_defs.settings import LineageSettings
 
 # Lazy: importing lineage_defs (e.g. lineage_defs.runtime in a step's subprocess) must not import Dagster.
 _WHERE = {
-    "LineageDefsComponent": "lineage_defs.assets.component",
+    "LineageDefsComponent": "lineage_defs.component",
     "LineageDuckDBIOManager": "lineage_defs.duckdb_io",
     "LineageDuckDBResource": "lineage_defs.duckdb_io",
-    "merge_definitions": "lineage_defs.assets.definitions",
-    "build_definitions": "lineage_defs.assets.definitions",
+    "merge_definitions": "lineage_defs.location",
+    "build_definitions": "lineage_defs.location",
     "LineageResource": "lineage_defs.assets.resources",
     "LineageTranslator": "lineage_defs.assets.translator",
-    "load_project": "lineage_defs.plan.project",
+    "load_project": "lineage_defs.project",
     "LineageSettings": "lineage_defs.settings",
 }
 

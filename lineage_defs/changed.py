@@ -96,7 +96,7 @@ def since_instance(project: Project) -> dict[str, str | None]:
 
 def since_git(settings: LineageSettings, ref: str) -> dict[str, str | None]:
     """URI → its code version in the pipelines folder as it was at git ``ref``."""
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
 
     folder = Path(settings.pipelines_dir).resolve()
     top = _git(folder, "rev-parse", "--show-toplevel").strip()

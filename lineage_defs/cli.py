@@ -25,7 +25,7 @@ def _folder(arg: str | None) -> Path:
 
 
 def _load(settings: LineageSettings) -> Project:
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
 
     return load_project(settings.pipelines_dir, settings)
 

@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
     if name != "defs":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if "defs" not in _built:
-        from lineage_defs.assets.definitions import build_definitions
+        from lineage_defs.location import build_definitions
         from lineage_defs.settings import LineageSettings
 
         settings = LineageSettings.from_env()

@@ -129,7 +129,7 @@ def local_state_warnings(project: Project, settings: LineageSettings, env: Mappi
             except uris.UriError:
                 continue  # loading reports it
             at = Location(step.path)
-            if u.kind == "ducklake":
+            if u.kind is uris.Kind.DUCKLAKE:
                 catalog, data = _lake(settings, u.authority)
                 var = "" if u.authority == "main" else f"_{u.authority.upper()}"
                 if not (catalog or "").startswith(("postgres:", "mysql:")):
@@ -138,10 +138,10 @@ def local_state_warnings(project: Project, settings: LineageSettings, env: Mappi
                 if not _remote_path(data):
                     note(f"ducklake://{u.authority}'s data files are on local disk ({data or settings.lake_data})", at, step.path,
                          f"set LINEAGE_DUCKLAKE_DATA_PATH{var}=s3://<bucket>/<prefix>/")
-            elif u.kind == "duckdb":
+            elif u.kind is uris.Kind.DUCKDB:
                 note(f"duckdb://{u.authority} is the local file {settings.database_file(u.authority)}", at, step.path,
                      "write tables every machine shares to ducklake:// (a PostgreSQL catalog, S3 data) or datatable://")
-            elif u.kind == "s3" and not u.authority and not settings.s3_bucket:
+            elif u.kind is uris.Kind.S3 and not u.authority and not settings.s3_bucket:
                 note(f"s3:/// objects are kept under {settings.objects_dir}", at, step.path, "set LINEAGE_S3_BUCKET (and LINEAGE_S3_ENDPOINT_URL)")
     for what, (at, steps, fix) in found.items():
         others = f" (and {len(steps) - 1} more step{'s' * (len(steps) > 2)})" if len(steps) > 1 else ""

@@ -104,7 +104,7 @@ def compare(project: Project, before: Mapping[str, StepBefore], read_now: Callab
 def project_at(settings: LineageSettings, ref: str) -> Iterator[tuple[Project | None, Path]]:
     """The pipelines folder planned as it was at git ``ref`` (None: it did not exist), and where its files are."""
     from lineage_defs.changed import _git
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
 
     folder = Path(settings.pipelines_dir).resolve()
     top = _git(folder, "rev-parse", "--show-toplevel").strip()
@@ -175,7 +175,7 @@ def breaking_against_instance(project: Project, settings: LineageSettings) -> in
 
 def run_diff(settings: LineageSettings, since: str | None, against_instance: bool, as_json_out: bool) -> int:
     """The command; see the module docstring for the exit codes."""
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
 
     project = load_project(settings.pipelines_dir, settings)
     if project.errors:

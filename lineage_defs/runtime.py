@@ -28,26 +28,19 @@ from lineage_defs import uris
 from lineage_defs.errors import Location, RunError
 from lineage_defs.plan.spec import ScriptStep
 from lineage_defs.run.context import PartitionWindow
-from lineage_defs.run.contract import current
+from lineage_defs.run.contract import current, pipes
 from lineage_defs.settings import LineageSettings
 
 __all__ = ["connect", "events", "log", "partition", "path", "report", "write"]
 
 _session: Any = None
 _reported: dict[str, Any] = {}
-_pipes: Any = None  # the Dagster Pipes context when the step runs under Dagster
-
-
-def use_pipes(pipes: Any) -> None:
-    """Called by the step launcher: logs go to Dagster through this Pipes context."""
-    global _pipes
-    _pipes = pipes
 
 
 def log(message: str) -> None:
     """A log line in the Dagster run (printed when the script runs outside Dagster)."""
-    if _pipes is not None:
-        _pipes.log.info(message)
+    if (p := pipes()) is not None:
+        p.log.info(message)
     else:
         print(message, flush=True)
 
@@ -135,7 +128,7 @@ def _step() -> ScriptStep:
 def _planned_step() -> ScriptStep:
     import __main__
 
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
 
     main = getattr(__main__, "__file__", None)
     if not main:
@@ -169,8 +162,8 @@ def write(data: Any) -> dict[str, Any]:
     if untyped:  # an empty (or all-None) object column: a table created from it would guess the type
         message = (f"{step.path}: column{'s' * (len(untyped) > 1)} {', '.join(untyped)} ha{'ve' if len(untyped) > 1 else 's'} no type "
                    "(an empty or all-None pandas column); a new table would get INTEGER for it — give the DataFrame dtypes")
-        if _pipes is not None:
-            _pipes.log.warning(message)
+        if (p := pipes()) is not None:
+            p.log.warning(message)
         else:
             print(message, file=sys.stderr, flush=True)
     session = _get_session(step)

@@ -13,11 +13,34 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from lineage_defs.errors import did_you_mean
 
-KINDS = ("ducklake", "duckdb", "datatable", "s3", "dbt")
-DEFAULT_AUTHORITY = {"ducklake": "main", "duckdb": "warehouse"}
+
+class Kind(StrEnum):
+    """What a URI names (``kind://``): a string enum, so ``Kind.S3 == "s3"``."""
+
+    DUCKLAKE = "ducklake"  # a DuckLake table (``ducklake://main/t``: the embedded lake)
+    DUCKDB = "duckdb"  # a DuckDB table (``duckdb://warehouse/t``: the embedded warehouse)
+    DATATABLE = "datatable"  # a PostgreSQL table (``datatable://<connection>/<schema>/<t>``)
+    S3 = "s3"  # an object (``s3:///path``: the default storage)
+    DBT = "dbt"  # a dbt model's relation (``dbt://<database>/<schema>/<name>``)
+
+    @property
+    def is_table(self) -> bool:
+        """A table scripts write and read (the lineage I/O manager loads it); not an object or a dbt model."""
+        return self in TABLE_KINDS
+
+    @property
+    def dagster_kind(self) -> str:
+        """The Dagster kind tag of the substrate (``datatable://`` is PostgreSQL)."""
+        return "postgres" if self is Kind.DATATABLE else self.value
+
+
+KINDS = tuple(k.value for k in Kind)
+TABLE_KINDS = frozenset({Kind.DUCKLAKE, Kind.DUCKDB, Kind.DATATABLE})
+DEFAULT_AUTHORITY = {Kind.DUCKLAKE.value: "main", Kind.DUCKDB.value: "warehouse"}
 # The embedded default stores, by the catalog alias SQL, scripts and dbt-duckdb's default profile name them with.
 DEFAULT_CATALOGS = {"lake": f"ducklake://{DEFAULT_AUTHORITY['ducklake']}", "warehouse": f"duckdb://{DEFAULT_AUTHORITY['duckdb']}"}
 # S3 bucket names cannot hold '_', so this never collides with a real bucket.
@@ -44,7 +67,7 @@ class UriError(ValueError):
 
 @dataclass(frozen=True)
 class Uri:
-    kind: str
+    kind: Kind
     authority: str  # lake, database, connection name, bucket ("" = default storage) or dbt warehouse
     path: tuple[str, ...]
 
@@ -63,7 +86,7 @@ class Uri:
         URI whose own text holds the spelling its place would get (``raw/PARTITION-raw.csv``), so each
         ``PARTITION-<part before>`` reads back as ``{partition}``.
         """
-        out = [self.kind]
+        out: list[str] = [self.kind.value]  # plain strings: they become AssetKey parts
         for part in (self.authority or DEFAULT_BUCKET, *self.path):
             out.append(part.replace(PARTITION_TOKEN, _spelled(out[-1])))
         return tuple(out)
@@ -113,7 +136,7 @@ def parse(text: str) -> Uri:
         if rest and not _SAFE_PART.fullmatch(rest):
             bad = next(c for c in rest if not _SAFE_PART.fullmatch(c))
             raise UriError(f"'{text}' contains '{bad}'", "asset URIs may use letters, digits, '_', '.', '-', '/' and the {partition} token")
-    uri = Uri(kind, authority, parts)
+    uri = Uri(Kind(kind), authority, parts)
     keys = uri.key_path()
     for prev, key, part in zip(keys, keys[1:], (authority or DEFAULT_BUCKET, *parts)):
         if key.replace(_spelled(prev), PARTITION_TOKEN) != part:
@@ -133,3 +156,31 @@ def normalize(text: str) -> str:
 
 def key_path(text: str) -> tuple[str, ...]:
     return parse(text).key_path()
+
+
+def kind_of(text: str) -> Kind | None:
+    """The kind a URI's text names (without parsing the rest), or None for no known kind."""
+    kind = text.partition("://")[0]
+    return Kind(kind) if kind in _KIND_VALUES else None
+
+
+_KIND_VALUES = frozenset(KINDS)
+
+
+def is_table(text: str) -> bool:
+    """Whether the URI names a table scripts write and read (``Kind.is_table``)."""
+    kind = kind_of(text)
+    return kind is not None and kind.is_table
+
+
+def table_name(text: str) -> str | None:
+    """How SQL steps name the URI's table (``dagster/table_name``): ``lake.main.t``, ``warehouse.main.t``, ``crm.public.t``."""
+    kind, _, rest = text.partition("://")
+    auth, _, path = rest.partition("/")
+    if kind == Kind.DUCKLAKE and auth == "main":
+        return f"lake.main.{path}"
+    if kind == Kind.DUCKDB and auth == "warehouse":
+        return f"warehouse.main.{path}"
+    if kind == Kind.DATATABLE:
+        return f"{auth}.{path.replace('/', '.')}"
+    return None

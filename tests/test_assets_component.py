@@ -10,10 +10,10 @@ import pytest
 from dagster.components.testing import create_defs_folder_sandbox
 
 from lineage_defs import LineageSettings, build_definitions
-from lineage_defs.assets.component import LineageDefsComponent
+from lineage_defs.component import LineageDefsComponent
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
-TYPE = "lineage_defs.assets.component.LineageDefsComponent"
+TYPE = "lineage_defs.component.LineageDefsComponent"
 
 
 def _keys(defs) -> set[str]:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lineage_defs import cli
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.plan.spec import Strategy
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pipelines"

@@ -15,7 +15,7 @@ import pytest
 
 from dbt_projects import write_files
 from lineage_defs import LineageSettings
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.plan.spec import DbtStep
 
 pytestmark = [pytest.mark.dbt]

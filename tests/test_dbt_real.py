@@ -17,7 +17,7 @@ from dagster import AssetCheckKey, AssetKey, DagsterInstance, Definitions
 
 from dbt_projects import REAL_FILES, write_files
 from lineage_defs import LineageSettings, build_definitions
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.plan.spec import DbtStep, Project
 from lineage_defs.run.substrates import Session
 

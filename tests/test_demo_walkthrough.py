@@ -30,7 +30,7 @@ from selenium.webdriver.common.keys import Keys
 from browser import Browser
 from conftest import REPO, start_demo, stop_demo
 from lineage_defs import uris
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.run.substrates import Session
 from lineage_defs.settings import LineageSettings
 from webserver import DagsterDev, live_group_members, run_problems

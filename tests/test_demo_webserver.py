@@ -22,7 +22,7 @@ from dagster import AssetKey
 
 from lineage_defs import uris
 from lineage_defs.definitions import user_definitions
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.plan.spec import Project
 from lineage_defs.settings import LineageSettings
 from lineage_defs.run.substrates import Session

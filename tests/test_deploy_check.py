@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lineage_defs.deploy import local_state_warnings, remote_runs
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.settings import LineageSettings
 from triggers_support import write_steps
 
@@ -83,7 +83,7 @@ CELERY = {"LINEAGE_CELERY_BROKER_URL": "redis://127.0.0.1:6399/0", "LINEAGE_CELE
 def test_the_celery_broker_setting_makes_every_job_use_the_celery_executor(tmp_path: Path) -> None:
     from dagster import Definitions
 
-    from lineage_defs.assets.definitions import build_definitions
+    from lineage_defs.location import build_definitions
 
     pipelines = write_steps(tmp_path / "pipelines", STEPS)
     base = {"LINEAGE_PIPELINES_DIR": str(pipelines), "LINEAGE_STATE_DIR": str(tmp_path / "state")}

@@ -192,7 +192,7 @@ def test_against_instance_compares_with_the_last_materialized_column_schema(fold
     import dagster as dg
 
     from lineage_defs import uris
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
     from lineage_defs.settings import LineageSettings
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))

@@ -18,7 +18,7 @@ import pytest
 from dbt_projects import SHOP_FILES, write_files
 from lineage_defs import cli
 from lineage_defs.plan.impact import ColumnGraph, as_json
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.settings import LineageSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def test_impact_on_a_generated_project_with_scripts_and_dbt(tmp_path: Path) -> N
 
 def test_a_second_answer_comes_from_the_index_until_a_file_changes(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The column graph is kept in the state dir with the folder's fingerprint: no planning while nothing changed."""
-    from lineage_defs.plan import project as plan_project
+    from lineage_defs import project as plan_project  # load_project lives above plan/ and dbt/
 
     folder = Path(shutil.copytree(EXAMPLE, tmp_path / "pipelines", ignore=shutil.ignore_patterns("dbt")))
     monkeypatch.setenv("LINEAGE_STATE_DIR", str(tmp_path / "state"))

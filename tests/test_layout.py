@@ -1,4 +1,4 @@
-"""The package's shape: no import circles, Dagster's public API only (but in one isolated module).
+"""The package's shape: rooms in ranks, no import circles, Dagster's public API only (but in one isolated module).
 
 Imports are read from the source (``ast``), at module level and inside
 functions alike — a function-level import that closes a circle is still a
@@ -11,6 +11,7 @@ which have begun importing before it.
 from __future__ import annotations
 
 import ast
+import fnmatch
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,9 +118,73 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+# Each room (a sub-package or top-level module of lineage_defs) imports only rooms of a lower rank:
+# data flows up from errors and URIs through the plan to the run and Dagster layers, and the code
+# location and the CLI sit on top. A new room gets a rank here (the test below fails until it has one).
+RANKS: dict[str, int] = {
+    "errors": 0, "events": 0, "dagster_storage": 0,   # leaves: errors, the event store, Dagster's SQLite storage
+    "uris": 1,                                       # the URI grammar
+    "parse": 2, "settings": 2,                       # a header → data; the settings object
+    "plan": 3,                                       # a folder's files → steps (data only, never dbt/)
+    "run": 4, "openlineage": 4,                      # executing a step; lineage events as data
+    "assets": 5,                                     # script steps → Dagster assets (and what dbt's build shares)
+    "dbt": 6,                                        # dbt projects: steps, assets, runs
+    "project": 7, "duckdb_io": 7,                    # load_project (plan + dbt); dagster-duckdb interop
+    "triggers": 8, "runtime": 8,                     # event sources; the API scripts import
+    "sensors": 9,                                    # trigger sensors, cascade conditions
+    "location": 10, "demo": 10, "changed": 10, "deploy": 10, "backfill": 10,  # the code location; commands
+    "definitions": 11, "component": 11,              # what Dagster loads: the code location, the dg component
+    "diff": 11,                                      # lineage-defs diff / check --against-instance (reads changed)
+    "cli": 12, "__init__": 12,                       # the command line; the package's lazy public names
+}  # fmt: skip
+# Finer than a room (fnmatch on the name inside lineage_defs): each trigger source's description row
+# and the table of them are plain data the parser, the settings and the names read.
+MODULE_RANKS: dict[str, int] = {"triggers.source": 1, "triggers.*.source": 1, "triggers.sources": 1}
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _rank(module: str, ranks: dict[str, int]) -> int:
+    inner = module.partition(".")[2]
+    for pattern, rank in MODULE_RANKS.items():
+        if fnmatch.fnmatchcase(inner, pattern):
+            return rank
+    path = MODULES.get(module)
+    if path is not None and path.name == "__init__.py" and inner and not _imports(module, path):
+        return 0  # a sub-package's __init__ that imports nothing of ours is no layer
+    return ranks[_room(module)]
+
+
+def _rank_violations(graph: dict[str, set[str]], ranks: dict[str, int]) -> list[str]:
+    """``a -> b`` for each import of the same or a higher rank (inside one room, only between modules of different ranks)."""
+    out = []
+    for a, targets in sorted(graph.items()):
+        for b in sorted(targets):
+            ra, rb = _rank(a, ranks), _rank(b, ranks)
+            if (_room(a) != _room(b) or ra != rb) and rb >= ra:
+                out.append(f"{a} -> {b} ({_room(a)} rank {ra} imports {_room(b)} rank {rb})")
+    return out
+
+
+def test_every_room_has_a_rank_and_imports_only_lower_ranks() -> None:
+    graph = {name: _imports(name, path) for name, path in MODULES.items()}
+    assert {_room(m) for m in MODULES} == set(RANKS), "give each room of lineage_defs a rank in RANKS (and drop gone ones)"
+    assert _rank_violations(graph, RANKS) == []
+
+
+def test_the_rank_check_finds_an_upward_import() -> None:
+    """The check itself can fail: plan importing dbt (what plan.project once did) is reported; a same-room import is not."""
+    graph = {"lineage_defs.plan.project": {"lineage_defs.dbt.load", "lineage_defs.plan.spec"}}
+    assert _rank_violations(graph, RANKS) == ["lineage_defs.plan.project -> lineage_defs.dbt.load (plan rank 3 imports dbt rank 6)"]
+    assert _rank_violations({"lineage_defs.triggers.push": {"lineage_defs.sensors"}}, RANKS) != []  # equal-or-higher ranks
+
+
 def test_the_package_has_no_import_circle() -> None:
     graph = {name: _imports(name, path) for name, path in MODULES.items()}
-    assert len(graph) > 50 and graph["lineage_defs.assets.definitions"], "the import graph was not read"
+    assert len(graph) > 50 and graph["lineage_defs.location"], "the import graph was not read"
     assert _cycles(graph) == []
 
 

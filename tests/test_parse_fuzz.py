@@ -92,7 +92,7 @@ def test_parse_header_only_returns_annotation_errors(case: tuple[str, str], lang
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(cases=st.lists(mutated, min_size=1, max_size=4))
 def test_load_project_collects_and_never_raises(cases: list[tuple[str, str]], tmp_path_factory: object) -> None:
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
 
     root = tmp_path_factory.mktemp("pipelines")  # type: ignore[attr-defined]
     for i, (name, text) in enumerate(cases):

@@ -16,7 +16,7 @@ import pytest
 
 from lineage_defs.plan import files as project_mod
 from lineage_defs.plan.cache import CACHE_VERSION
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.settings import LineageSettings
 from lineage_defs.plan.spec import Project
 
@@ -122,7 +122,7 @@ def test_corrupt_cache_is_treated_as_empty(pipelines: Path, tmp_path: Path, call
 _LOAD = """
 import json, sys
 from pathlib import Path
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.settings import LineageSettings
 p = load_project(Path(sys.argv[1]), LineageSettings(state_dir=str(Path(sys.argv[2]).parent)))
 print(json.dumps({

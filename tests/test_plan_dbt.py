@@ -13,7 +13,7 @@ import pytest
 from dbt_projects import write_files
 from lineage_defs.dbt import manifest as dbt_manifest
 from lineage_defs.dbt.config import parse_lineage_yml
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.settings import LineageSettings
 
 SMALL = {
@@ -38,7 +38,7 @@ def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
 
     # a fresh process, as every Dagster run process is: no dbt, no sqlglot, no Jinja
     code = (
-        "import json, sys\nfrom pathlib import Path\nfrom lineage_defs.plan.project import load_project\nfrom lineage_defs.settings import LineageSettings\n"
+        "import json, sys\nfrom pathlib import Path\nfrom lineage_defs.project import load_project\nfrom lineage_defs.settings import LineageSettings\n"
         f"p = load_project(Path({str(root)!r}), LineageSettings(state_dir={str(cache.parent)!r}))\n"
         "print(json.dumps({'steps': len(p.steps), 'errors': len(p.errors), "
         "'imported': sorted(m for m in ('dbt', 'sqlglot', 'jinja2', 'dagster', 'dagster_dbt') if m in sys.modules)}))\n"

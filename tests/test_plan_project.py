@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 
 
 def write(root: Path, rel: str, text: str) -> None:

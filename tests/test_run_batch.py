@@ -23,7 +23,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.assets.partitions import partitions_def
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.run.context import PartitionWindow
 from lineage_defs.run.ranges import run_windows
 from lineage_defs.run.substrates import Session

@@ -11,7 +11,7 @@ import dagster as dg
 
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.events.store import EventStore, NewEvent
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.run.events import BATCH_TAG, streams_of
 
 STEP = """\

@@ -10,7 +10,7 @@ import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from lineage_defs import LineageSettings, build_definitions
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.run.context import PartitionWindow
 from lineage_defs.run.ranges import run_windows
 from lineage_defs.run.substrates import Session

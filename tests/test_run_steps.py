@@ -336,7 +336,7 @@ def test_observation_failures_are_logged_on_the_run(tmp_path: Path, instance: An
 
 
 def test_consumer_columns_checked_against_captured_schema(tmp_path: Path, instance: Any) -> None:
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
     from lineage_defs.plan.schemas import captured_schemas, column_warnings
 
     root, state = tmp_path / "p", tmp_path / "s"
@@ -404,7 +404,7 @@ def test_steps_off_the_embedded_files_do_not_wait_for_their_lock(tmp_path: Path,
     """A step on PostgreSQL alone runs while another process holds the embedded files' lock."""
     import threading
 
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
     from lineage_defs.run.ranges import run_windows
     from lineage_defs.run.substrates import StateLock
 

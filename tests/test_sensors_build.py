@@ -9,7 +9,7 @@ from dagster import AssetKey, DefaultScheduleStatus, DefaultSensorStatus, Dagste
 
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.errors import ProjectErrors, SpecError
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 
 STEPS = {
     "p/src.sql": "-- pipeline\n-- partitioned daily start=2025-01-01\n-- materialize duckdb://warehouse/src\nSELECT 1 AS x\n",

@@ -64,7 +64,7 @@ def test_bad_email_annotations_are_located_with_a_fix(line: str, headline: str) 
 
 
 def test_a_mailbox_claimed_by_two_steps_is_an_error_naming_both(tmp_path: Path) -> None:
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
 
     pipes = write_steps(tmp_path / "pipes", {
         "p/a.sql": "-- pipeline\n-- on email name=orders\n-- materialize duckdb://warehouse/a append\nSELECT value FROM _events\n",

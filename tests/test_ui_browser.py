@@ -23,7 +23,7 @@ from selenium.webdriver.common.keys import Keys
 from browser import Browser
 from lineage_defs import uris
 from lineage_defs.definitions import user_definitions
-from lineage_defs.plan.project import load_project
+from lineage_defs.project import load_project
 from lineage_defs.settings import LineageSettings
 from lineage_defs.run.substrates import Session
 from webserver import DagsterDev

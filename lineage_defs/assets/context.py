@@ -10,10 +10,11 @@ from typing import Any
 
 from dagster import AssetDep, AutomationCondition, PartitionsDefinition
 
+from lineage_defs import uris
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.partitions import partition_mapping
+from lineage_defs.assets.resources import IO_MANAGER_KEY
 from lineage_defs.assets.translator import CachedKeys
-from lineage_defs.duckdb_io import IO_MANAGER_KEY
 from lineage_defs.plan.spec import Project
 from lineage_defs.settings import LineageSettings
 
@@ -35,7 +36,7 @@ class BuildContext:
         out: dict[str, dict[str, Any]] = {}
         for uri in self.project.externals:
             meta: dict[str, Any] = {"lineage/uri": uri, md.EXTERNAL: True}
-            if md.is_table(uri):  # a hand-written asset's input gets the table as a DataFrame
+            if uris.is_table(uri):  # a hand-written asset's input gets the table as a DataFrame
                 meta["dagster/io_manager_key"] = IO_MANAGER_KEY  # what AssetSpec.with_io_manager_key sets
             out[uri] = meta
         return out

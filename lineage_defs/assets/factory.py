@@ -20,11 +20,12 @@ from dagster import (
     multi_asset,
 )
 
+from lineage_defs import uris
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.partitions import partitions_def
+from lineage_defs.assets.resources import IO_MANAGER_KEY
 from lineage_defs.assets.translator import LineageTranslator
-from lineage_defs.duckdb_io import IO_MANAGER_KEY
 from lineage_defs.parse.model import DataTest, PartitionKind, Severity, TestKind
 from lineage_defs.plan.spec import Project, ScriptStep
 
@@ -72,14 +73,15 @@ def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
             warn_window=dt.timedelta(seconds=f.warn_after) if f.warn_after else None,
         )
     kinds = md.kinds(step)
+    root = ctx.root
     tags = {t: "" for t in step.tags}
     specs = [
-        loaded_by_io_manager(AssetSpec(
+        AssetSpec(
             key=keys.asset_key(uri),
             deps=deps,
             description=keys.description(step),
             group_name=keys.group_name(step),
-            metadata=md.asset_metadata(step, uri, ctx.root, keys),
+            metadata=loaded_by_io_manager(md.asset_metadata(step, uri, root, keys), uri),
             kinds=kinds,
             tags=tags,
             owners=list(step.owners),
@@ -90,7 +92,7 @@ def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
             # run must not be recorded as materialized), so none is required
             skippable=True,
             code_version=step.code_version,
-        ), uri)
+        )
         for uri in step.outputs
     ]
     retry = None
@@ -122,9 +124,15 @@ def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
     )(_compute)
 
 
-def loaded_by_io_manager(spec: AssetSpec, uri: str) -> AssetSpec:
+# ``AssetSpec.with_io_manager_key``'s documented metadata key, set in the first spec instead of a copy
+IO_MANAGER_METADATA = "dagster/io_manager_key"
+
+
+def loaded_by_io_manager(metadata: dict[str, Any], uri: str) -> dict[str, Any]:
     """A table's spec loads through the lineage I/O manager: a hand-written asset's input gets the table as a DataFrame."""
-    return spec.with_io_manager_key(IO_MANAGER_KEY) if md.is_table(uri) else spec
+    if uris.is_table(uri):
+        metadata[IO_MANAGER_METADATA] = IO_MANAGER_KEY
+    return metadata
 
 
 def partition_defs(project: Project) -> dict[str, PartitionsDefinition | None]:

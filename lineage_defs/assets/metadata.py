@@ -24,23 +24,22 @@ from dagster import (
     TableSchema,
 )
 
+from lineage_defs import uris
 from lineage_defs.plan.spec import MANAGED_DESCRIPTIONS, AnyStep, ColumnEdge, EdgeKind
 
 KEY_FN = Callable[[str], AssetKey]
-# Dagster kinds: the substrate an output URI names (datatable:// is PostgreSQL)
-URI_KINDS = {"ducklake": "ducklake", "duckdb": "duckdb", "datatable": "postgres", "s3": "s3", "dbt": "dbt"}
 # Marks the node Dagster draws for an input the steps read but none produces (metadata of the readers' AssetDeps).
 EXTERNAL = "lineage/external"
 
 
-def is_table(uri: str) -> bool:
-    """A table a script writes or reads, which the lineage I/O manager can load (not an object; dbt decides for its models)."""
-    return uri.partition("://")[0] in ("ducklake", "duckdb", "datatable")
+def dagster_kind(uri: str) -> str:
+    """The Dagster kind of the substrate an asset URI names (``uris.Kind.dagster_kind``)."""
+    return uris.Kind(uri.partition("://")[0]).dagster_kind
 
 
 def kinds(step: AnyStep) -> set[str]:
     """Dagster kinds: the engine that runs the step plus the substrates it writes."""
-    return {step.language.value, *(URI_KINDS[uri.split("://", 1)[0]] for uri in step.outputs)}
+    return {step.language.value, *(dagster_kind(uri) for uri in step.outputs)}
 
 
 def asset_metadata(step: AnyStep, uri: str, root: Path, translator: Any) -> dict[str, Any]:
@@ -57,7 +56,7 @@ def asset_metadata(step: AnyStep, uri: str, root: Path, translator: Any) -> dict
         )
     if uri != step.uri:
         return meta
-    table = table_name(uri)
+    table = uris.table_name(uri)
     if table:
         meta["dagster/table_name"] = table
     split = edges_into(uri, step.column_edges)  # once for the three entries (thousands of dbt models per load)
@@ -141,16 +140,3 @@ def edges_json(uri: str, edges: Sequence[ColumnEdge]) -> MetadataValue:
     by_col, scans = edges_into(uri, edges)
     flat = [e for es in by_col.values() for e in es] + scans
     return MetadataValue.json([{"from": e.source, "to": e.target, "kind": e.kind} for e in flat])
-
-
-def table_name(uri: str) -> str | None:
-    """How SQL steps name the table (``dagster/table_name``)."""
-    kind, _, rest = uri.partition("://")
-    auth, _, path = rest.partition("/")
-    if kind == "ducklake" and auth == "main":
-        return f"lake.main.{path}"
-    if kind == "duckdb" and auth == "warehouse":
-        return f"warehouse.main.{path}"
-    if kind == "datatable":
-        return f"{auth}.{path.replace('/', '.')}"
-    return None

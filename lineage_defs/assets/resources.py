@@ -16,6 +16,10 @@ from dagster import ConfigurableResource, EnvVar
 
 from lineage_defs.settings import RUN_FIELDS, LineageSettings
 
+# The keys ``build_definitions`` binds dagster-duckdb's I/O manager and resource under (``lineage_defs.duckdb_io``)
+IO_MANAGER_KEY = "lineage_io_manager"
+RESOURCE_KEY = "lineage_duckdb"
+
 
 class LineageResource(ConfigurableResource):
     """Where state lives and how to reach each substrate (``LineageSettings``' run fields)."""

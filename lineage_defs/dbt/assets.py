@@ -25,9 +25,9 @@ from dagster import AssetCheckSpec, AssetsDefinition, AssetSpec, BackfillPolicy,
 
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.metadata import asset_metadata
+from lineage_defs.assets.resources import IO_MANAGER_KEY
 from lineage_defs.dbt.project import DbtProject
 from lineage_defs.dbt.selection import groups, selection_args
-from lineage_defs.duckdb_io import IO_MANAGER_KEY
 from lineage_defs.parse.model import Severity
 from lineage_defs.plan.spec import DbtStep
 

@@ -192,7 +192,7 @@ class Demo:
         """The folder's Kafka topics per connection, webhook names and mailboxes; its pipelines (asset groups) in ``groups``."""
         from lineage_defs.parse.model import Kafka
         from lineage_defs.plan.graph import mailboxes, webhooks
-        from lineage_defs.plan.project import load_project
+        from lineage_defs.project import load_project
 
         project = load_project(self.settings.pipelines_dir, self.settings)
         if project.errors:

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-IO_MANAGER_KEY = "lineage_io_manager"
-RESOURCE_KEY = "lineage_duckdb"
+from lineage_defs.assets.resources import IO_MANAGER_KEY, RESOURCE_KEY  # the keys every build binds them under
 
 __all__ = ["IO_MANAGER_KEY", "RESOURCE_KEY", "LineageDuckDBIOManager", "LineageDuckDBResource"]
 

@@ -18,7 +18,6 @@ from lineage_defs.run.quoting import ident
 from lineage_defs.run.substrates import Session
 
 URI_METADATA = "lineage/uri"
-TABLE_KINDS = ("ducklake", "duckdb", "datatable")
 
 
 def _plain(value: Any) -> Any:
@@ -56,7 +55,7 @@ def uri_of(key_path: Sequence[str], metadata: Mapping[str, Any]) -> str:
 def table_uri_of(uri: str) -> str:
     """The table URI a session attaches for an asset: a default-profile dbt model is a warehouse (or lake) table."""
     u = uris.parse(uri)
-    if u.kind == "dbt":
+    if u.kind is uris.Kind.DBT:
         substrate = DEFAULT_CATALOGS.get(u.authority)
         if substrate is None:
             raise RunError(
@@ -64,7 +63,7 @@ def table_uri_of(uri: str) -> str:
                 fix="read it with the dbt project's own connection (the I/O manager reads dbt models on the embedded default)",
             )
         return table_uri(substrate, u.path[0], u.path[1])
-    if u.kind not in TABLE_KINDS:
+    if not u.kind.is_table:
         raise RunError(
             f"{uri} is an object, not a table: the I/O manager reads and writes tables",
             fix="depend on it with deps=[...] and read the file yourself (lineage_defs.runtime.path gives its location)",
@@ -77,5 +76,5 @@ def relation(session: Session, uri: str) -> tuple[str, str]:
     table = table_uri_of(uri)
     qualified = session.table_sql(table)  # "alias"."schema"."table"
     u = uris.parse(table)
-    name = u.path[-1] if u.kind == "datatable" else u.table.rpartition(".")[2]
+    name = u.path[-1] if u.kind is uris.Kind.DATATABLE else u.table.rpartition(".")[2]
     return qualified[: -len(ident(name)) - 1], ident(name)

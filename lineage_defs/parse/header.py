@@ -62,4 +62,9 @@ def leading_comments(text: str, language: Language | str) -> tuple[list[CommentL
 def split_body(text: str, language: Language | str) -> tuple[str, int]:
     """(the code after the leading comment block, its 1-based first line)."""
     _, body_line = leading_comments(text, language)
-    return "".join(text.splitlines(keepends=True)[body_line - 1 :]), body_line
+    return body_from(text, body_line), body_line
+
+
+def body_from(text: str, body_line: int) -> str:
+    """The code from the 1-based line ``body_line`` on (a parsed header's ``body_line``: no second scan)."""
+    return "".join(text.splitlines(keepends=True)[body_line - 1 :])

@@ -191,10 +191,14 @@ def _decoder(tp: Any) -> Fn:
         fields = [_decoder(t) for _, t in hints]
 
         n = len(fields)
+        # positional when the class takes its fields in order (a warm load decodes thousands of records)
+        positional = not dataclasses.is_dataclass(tp) or not any(f.kw_only for f in dataclasses.fields(tp))
 
         def record(v: Any) -> Any:
             if type(v) is not list or len(v) != n:
                 raise ValueError(f"{tp.__name__} needs a list of {n} values")
+            if positional:
+                return tp(*[d(x) for d, x in zip(fields, v)])
             return tp(**{name: d(x) for name, d, x in zip(names, fields, v)})
 
         fn = record

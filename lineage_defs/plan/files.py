@@ -18,7 +18,7 @@ from pathlib import Path
 from lineage_defs import uris
 from lineage_defs.errors import AnnotationError, Location
 from lineage_defs.parse import Header, language_of, parse_header
-from lineage_defs.parse.header import split_body
+from lineage_defs.parse.header import body_from, split_body
 from lineage_defs.parse.model import Language
 from lineage_defs.plan.cache import PlanCache, content_hash
 from lineage_defs.plan.refs import bash_uris, python_uris
@@ -55,7 +55,7 @@ def analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str,
 def pg_connection(header: Header) -> str:
     """The PostgreSQL connection a .pg.sql body's unqualified tables live in."""
     m = header.materialize
-    if m and m.uri.startswith("datatable://"):
+    if m and uris.kind_of(m.uri) is uris.Kind.DATATABLE:
         return uris.parse(m.uri).authority
     return "default"
 
@@ -80,7 +80,7 @@ def load_file(root: Path, path: Path, cache: PlanCache, dbt_catalogs: Sequence[s
     header, errs = parse_header(rel, text, language_of(path.name) or Language.DUCKDB)
     analysis = None
     if header.is_step:
-        body = split_body(text, header.language)[0]
+        body = body_from(text, header.body_line)
         analysis_key = content_hash(key, *dbt_catalogs) if dbt_catalogs else key
         analysis = cache.get(analysis_key, Analysis)
         if analysis is None or not statements_match(analysis, body):

@@ -1,10 +1,12 @@
-"""Stage 2: a pipelines folder → a ``Project`` of steps, with every problem.
+"""Stage 2: a pipelines folder's files → a ``Project`` of steps, with every problem.
 
 Per file (``files``): parse the header, infer reads/writes and column lineage,
 cached by content hash. Across files (``graph``): duplicate producers, cycles,
 references to assets nothing produces, scd2 `_current` views, trigger names.
 Per step (``steps``): dependencies, lineage, macro libraries and test paths
-resolved. dbt projects come from the dbt room (``lineage_defs.dbt.load``).
+resolved. dbt projects come from the dbt room as a ``DbtPart`` (what
+``lineage_defs.dbt.load`` gives): ``plan`` never imports ``dbt``;
+``lineage_defs.project.load_project`` loads both and calls ``plan_folder``.
 Every load-time rule is here, so ``lineage-defs check`` and the code location
 report the same list.
 """
@@ -12,54 +14,44 @@ report the same list.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
-from lineage_defs.dbt.load import DbtLoad, load_dbt
-from lineage_defs.errors import LineageDefsError, Location, SpecError
+from lineage_defs.errors import LineageDefsError, SpecError
 from lineage_defs.parse import Header
 from lineage_defs.parse.model import Language
 from lineage_defs.plan import graph
 from lineage_defs.plan.cache import PlanCache
-from lineage_defs.plan.discover import SKIP_DIRS, discover, pipeline_folders, stray_steps
-from lineage_defs.plan.files import FileResult, analyze, load_file, with_schemas
-from lineage_defs.plan.spec import AnyStep, Project
+from lineage_defs.plan.files import FileResult, analyze, with_schemas
+from lineage_defs.plan.spec import Analysis, AnyStep, DbtStep, Project, ScriptStep
 from lineage_defs.plan.steps import Graph, build_step
-from lineage_defs.settings import LineageSettings
+
+if TYPE_CHECKING:  # the dbt room builds on this module, never the other way round
+    from lineage_defs.dbt.project import DbtProject
 
 
-def load_project(root: str | Path, settings: LineageSettings | None = None) -> Project:
-    """Load and validate a pipelines folder. Never raises for user errors: they are in ``errors``.
+class DbtPart(Protocol):
+    """What the plan takes from the folder's dbt projects (``lineage_defs.dbt.load.DbtLoad`` is one)."""
 
-    ``settings`` say where the caches and the embedded default (for dbt
-    projects without a profiles.yml) live; without them nothing is cached.
-    """
-    root = Path(root)
-    settings = settings or LineageSettings(use_cache=False)
-    cache = PlanCache(settings.cache_dir)
-    files: dict[str, FileResult] = {}
-    pipelines: dict[str, str] = {}
-    scripts = list(discover(root))  # first: a missing folder is this error, not one from the dbt search
-    dbt = load_dbt(root, SKIP_DIRS, settings)
-    catalogs = dbt.catalogs()  # `shop.main.customers` in a script is a model of the project whose database is `shop`
-    for pipeline, path in scripts:
-        fr = load_file(root, path, cache, catalogs)
-        files[fr.header.path] = fr
-        pipelines[fr.header.path] = pipeline
-    project = _plan(root, files, pipelines, cache, dbt)
-    cache.save()
-    # A folder that yields no step must not pass `check` silently.
-    strays = stray_steps(root)
-    empty: list[LineageDefsError] = []
-    with_steps = {s.pipeline for s in project.steps} | {pipelines[p] for p in project.invalid_paths if p in pipelines} | dbt.pipelines
-    for folder in pipeline_folders(root):
-        if folder.name not in with_steps and not (folder / "dbt_project.yml").exists():
-            empty.append(SpecError("this pipeline folder holds no step", Location(folder.name), "add a script with a '-- pipeline' line, or remove the folder", severity="warning"))
-    if not project.steps and not strays and not empty:
-        empty.append(SpecError("the pipelines folder holds no step", Location(str(root)), "add <pipeline>/<name>.sql with a '-- pipeline' line (lineage-defs new scaffolds one)", severity="warning"))
-    if strays or empty:
-        errors = (*project.errors, *strays)
-        project = dataclasses.replace(project, errors=errors, warnings=(*project.warnings, *empty), invalid_paths=tuple(sorted({e.path for e in errors if e.path})))
-    return project
+    @property
+    def steps(self) -> tuple[DbtStep, ...]: ...
+    @property
+    def aliases(self) -> Mapping[str, str]: ...
+    @property
+    def projects(self) -> tuple[DbtProject, ...]: ...
+    @property
+    def errors(self) -> tuple[LineageDefsError, ...]: ...
+    @property
+    def warnings(self) -> tuple[LineageDefsError, ...]: ...
+    @property
+    def pipelines(self) -> frozenset[str]: ...
+    def catalogs(self) -> tuple[str, ...]: ...
+    def attach_databases(self, step: ScriptStep, errors: list[LineageDefsError]) -> ScriptStep: ...
+    def with_lineage(
+        self, schemas: dict[str, tuple[str, ...]], resolve: Callable[[str], str],
+        analyze: Callable[[str, Mapping[str, Sequence[str]] | None], Analysis], cache: PlanCache,
+    ) -> list[DbtStep]: ...  # fmt: skip
 
 
 def without_invalid(project: Project) -> Project:
@@ -71,7 +63,8 @@ def without_invalid(project: Project) -> Project:
     return dataclasses.replace(project, steps=steps, externals=externals)
 
 
-def _plan(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], cache: PlanCache, dbt: DbtLoad) -> Project:
+def plan_folder(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], cache: PlanCache, dbt: DbtPart) -> Project:
+    """The ``Project`` of the folder's loaded script files and its dbt projects' part."""
     errors: list[LineageDefsError] = list(dbt.errors)
     warnings: list[LineageDefsError] = list(dbt.warnings)
     for fr in files.values():

@@ -219,16 +219,16 @@ def _substrate(text: str) -> tuple[str, str] | None:
     if text in uris.DEFAULT_AUTHORITY:
         return text, uris.DEFAULT_AUTHORITY[text]
     kind, sep, rest = text.partition("://")
-    if not sep or kind not in ("ducklake", "duckdb", "datatable"):
+    if not sep or not uris.is_table(text):
         return None
     authority = rest.rstrip("/") or uris.DEFAULT_AUTHORITY.get(kind, "")
     return (kind, authority) if authority and "/" not in authority else None
 
 
 def _uri(kind: str, authority: str, schema: str | None, name: str) -> str | None:
-    if kind == "dbt":  # a dbt project's own database: its relations are its nodes' assets
+    if kind == uris.Kind.DBT:  # a dbt project's own database: its relations are its nodes' assets
         return uris.normalize(f"dbt://{authority}/{schema or 'main'}/{name}")
-    if kind == "datatable":
+    if kind == uris.Kind.DATATABLE:
         path = name if schema in (None, "public") else f"{schema}/{name}"
     else:
         path = name if schema in (None, "main") else f"{schema}.{name}"

@@ -75,6 +75,19 @@ def script_env(ctx: StepContext, context_file: Path, python: str) -> dict[str, s
     return env
 
 
+_PIPES: dict[str, Any] = {}  # the Dagster Pipes context, when the step runs under Dagster (set by ``launch``)
+
+
+def use_pipes(pipes: Any) -> None:
+    """Called by the step launcher: ``runtime.log`` goes to Dagster through this Pipes context."""
+    _PIPES["pipes"] = pipes
+
+
+def pipes() -> Any:
+    """The Pipes context ``use_pipes`` set, or None (the script runs outside Dagster)."""
+    return _PIPES.get("pipes")
+
+
 def current() -> StepContext | None:
     """The context this process was started with; None outside a step run."""
     path = os.environ.get(CONTEXT_ENV)

@@ -60,16 +60,16 @@ def missing_after_failure(session: Any, step: ScriptStep, window: PartitionWindo
     """Upstream objects and tables of ``step`` that do not exist (after a statement failed)."""
     out: list[Missing] = []
     for dep in step.deps:
-        kind = dep.uri.split("://", 1)[0]
+        kind = uris.kind_of(dep.uri)
         try:
-            if kind == "s3":
+            if kind is uris.Kind.S3:
                 if uris.PARTITION_TOKEN in dep.uri and window is None:
                     continue
                 location = session.settings.object_location(resolve_token(dep.uri, window))
                 if not _object_exists(session, location):
                     part = window.key if window and uris.PARTITION_TOKEN in dep.uri else None
                     out.append(Missing(dep.uri, part, f"no object at {location}"))
-            elif kind in ("ducklake", "duckdb", "datatable"):
+            elif uris.is_table(dep.uri):
                 if _table_exists(session, dep.uri) is False:
                     out.append(Missing(dep.uri, None, "the table does not exist"))
         except Exception:  # best effort: never hide the step's own error behind a new one
@@ -83,7 +83,7 @@ def missing_partitions(session: Any, step: ScriptStep, window: PartitionWindow |
         return []
     out: list[Missing] = []
     for dep in step.deps:
-        if dep.uri.split("://", 1)[0] not in ("ducklake", "duckdb", "datatable") or not _table_exists(session, dep.uri):
+        if not uris.is_table(dep.uri) or not _table_exists(session, dep.uri):
             continue
         try:
             table = session.table_sql(dep.uri)

@@ -22,7 +22,7 @@ import traceback
 from typing import IO, Any
 
 from lineage_defs.parse.model import Language
-from lineage_defs.run.contract import CONTEXT_ENV, StepContext, current
+from lineage_defs.run.contract import CONTEXT_ENV, StepContext, current, use_pipes
 
 
 def _forward(stream: IO[str], echo: IO[str], log: Any) -> None:
@@ -58,10 +58,8 @@ def main(argv: list[str]) -> int:
     script = ctx.script
     from dagster_pipes import open_dagster_pipes
 
-    from lineage_defs import runtime
-
     with open_dagster_pipes() as pipes:
-        runtime.use_pipes(pipes)
+        use_pipes(pipes)  # runtime.log reads it (run.contract: the run layer never imports runtime)
         try:
             if ctx.step.language == Language.BASH:
                 code = run_bash(script, pipes)

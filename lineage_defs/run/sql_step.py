@@ -138,6 +138,10 @@ class StepRunner:
         self.owns_session = session is None
         self.session = session or Session(settings, skip=frozenset(own) | unused_defaults(step))
         self.pg: Any = None
+        # state kept across the partitions of one range, declared here rather than found by getattr
+        self.staged_rows: int | None = None  # rows of the Arrow table ``stage_arrow`` staged (runtime.write)
+        self._select_columns: dict[str, tuple[tuple[str, str], ...]] = {}  # the range's SELECT → its bound columns
+        self._recorded: list[tuple[str, str]] | None = None  # the target schema this range recorded last
         try:
             self._prepare()
         except BaseException:
@@ -289,7 +293,7 @@ class StepRunner:
         schema may differ per partition) or the setup statements change objects.
         """
         key = select if not self.needs_reset and not any(k.startswith("__lineage_") for k in params) else None
-        cached = getattr(self, "_select_columns", {})
+        cached = self._select_columns
         if key is None or key not in cached:
             cur = self.session.execute(f"SELECT * FROM ({select}) LIMIT 0", params, self._where(line))
             cols = tuple((d[0], str(d[1])) for d in cur.description)
@@ -304,7 +308,7 @@ class StepRunner:
         return (
             not self.step.tests
             and self.step.strategy in (Strategy.REPLACE, Strategy.PARTITION_REPLACE, Strategy.APPEND)
-            and target.split("://", 1)[0] in ("ducklake", "duckdb", "datatable")
+            and uris.is_table(target)
         )
 
     def _run_postgres(self, window: PartitionWindow | None, result: SliceResult) -> None:
@@ -343,7 +347,7 @@ class StepRunner:
         self._write(window, result, table.num_rows)
 
     def stage_arrow(self, table: Any) -> None:
-        self.staged_rows: int | None = int(table.num_rows)
+        self.staged_rows = int(table.num_rows)
         conn = self.session.conn
         conn.register("__lineage_arrow", table)
         try:
@@ -354,7 +358,7 @@ class StepRunner:
     def write_slice(self, window: PartitionWindow | None) -> SliceResult:
         """Write the staged slice (the Python helper's path): audit, write, report."""
         result = SliceResult(window.key if window else None, resolve_token(self.step.uri, window))
-        self._write(window, result, getattr(self, "staged_rows", None))
+        self._write(window, result, self.staged_rows)
         return result
 
     def _write(
@@ -400,7 +404,7 @@ class StepRunner:
 
     def record_schema(self, schema: list[tuple[str, str]]) -> None:
         """Capture the target's schema once per range unless a partition changed it."""
-        if getattr(self, "_recorded", None) != schema:
+        if self._recorded != schema:
             record_schema(self.settings, self.step.uri, schema)
             self._recorded = list(schema)
 

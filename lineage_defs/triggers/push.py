@@ -22,7 +22,7 @@ def receiver_project(env: Mapping[str, str], folder: str | None = None) -> tuple
     """A receiver's settings and the project it serves (``--folder`` over ``LINEAGE_PIPELINES_DIR``);
     a project with errors stops the receiver with them."""
     from lineage_defs.errors import ProjectErrors
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
 
     settings = LineageSettings.from_env(env)
     if folder:

@@ -37,7 +37,6 @@ STRATEGIES: dict[str, Strategy] = {
     "append": append,
     "scd2": scd2,
 }
-TABLE_KINDS = ("ducklake", "duckdb", "datatable")
 
 
 def write(session: Session, req: WriteRequest, audit: Audit | None = None) -> WriteResult:
@@ -50,7 +49,7 @@ def write(session: Session, req: WriteRequest, audit: Audit | None = None) -> Wr
         raise RunError(f"cannot write to '{req.uri}': {e.message}", fix=e.fix) from e
     if uris.PARTITION_TOKEN in req.uri:
         raise RunError(f"'{req.uri}' still holds {uris.PARTITION_TOKEN}", fix="resolve the partition into the URI before writing")
-    if u.kind in TABLE_KINDS:
+    if u.kind.is_table:
         return write_table(session, req, strategy, audit)
     if u.is_parquet:
         return write_object(session, req, strategy, audit)

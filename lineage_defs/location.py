@@ -1,4 +1,9 @@
-"""Build the Definitions of a pipelines folder: the public entry point."""
+"""The code location, assembled: a pipelines folder's Definitions (the public ``build_definitions``).
+
+Above ``assets`` (script assets), ``dbt`` (dbt assets) and ``sensors`` (trigger
+sensors, cascade conditions): it loads the plan, hands it to each builder and
+binds the resources, so none of those rooms imports another's builder.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ from lineage_defs.dbt.assets import dbt_assets
 from lineage_defs.errors import ProjectErrors
 from lineage_defs.openlineage.config import configured as openlineage_configured
 from lineage_defs.openlineage.emitter import prepare as prepare_openlineage
-from lineage_defs.plan.project import load_project, without_invalid
+from lineage_defs.plan.project import without_invalid
+from lineage_defs.project import load_project
 from lineage_defs.plan.schemas import column_warnings, reference_schemas
 from lineage_defs.plan.spec import Project
 from lineage_defs.sensors import trigger_definitions

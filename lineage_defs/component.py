@@ -16,7 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from lineage_defs.assets.definitions import build_definitions
+from lineage_defs.location import build_definitions
 from lineage_defs.settings import DEFAULT_STATE_DIR, LineageSettings, OnInvalid
 
 

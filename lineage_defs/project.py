@@ -1,0 +1,55 @@
+"""A pipelines folder → its ``Project``: the scripts (``plan``) and the dbt projects (``dbt``), one list of problems.
+
+Above both rooms: ``plan`` holds the data and the rules and never imports
+``dbt``; this module finds the scripts, loads the dbt projects
+(``lineage_defs.dbt.load``) and hands both to ``plan.project.plan_folder``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from lineage_defs.dbt.load import load_dbt
+from lineage_defs.errors import LineageDefsError, Location, SpecError
+from lineage_defs.plan.cache import PlanCache
+from lineage_defs.plan.discover import SKIP_DIRS, discover, pipeline_folders, stray_steps
+from lineage_defs.plan.files import FileResult, load_file
+from lineage_defs.plan.project import plan_folder
+from lineage_defs.plan.spec import Project
+from lineage_defs.settings import LineageSettings
+
+
+def load_project(root: str | Path, settings: LineageSettings | None = None) -> Project:
+    """Load and validate a pipelines folder. Never raises for user errors: they are in ``errors``.
+
+    ``settings`` say where the caches and the embedded default (for dbt
+    projects without a profiles.yml) live; without them nothing is cached.
+    """
+    root = Path(root)
+    settings = settings or LineageSettings(use_cache=False)
+    cache = PlanCache(settings.cache_dir)
+    files: dict[str, FileResult] = {}
+    pipelines: dict[str, str] = {}
+    scripts = list(discover(root))  # first: a missing folder is this error, not one from the dbt search
+    dbt = load_dbt(root, SKIP_DIRS, settings)
+    catalogs = dbt.catalogs()  # `shop.main.customers` in a script is a model of the project whose database is `shop`
+    for pipeline, path in scripts:
+        fr = load_file(root, path, cache, catalogs)
+        files[fr.header.path] = fr
+        pipelines[fr.header.path] = pipeline
+    project = plan_folder(root, files, pipelines, cache, dbt)
+    cache.save()
+    # A folder that yields no step must not pass `check` silently.
+    strays = stray_steps(root)
+    empty: list[LineageDefsError] = []
+    with_steps = {s.pipeline for s in project.steps} | {pipelines[p] for p in project.invalid_paths if p in pipelines} | dbt.pipelines
+    for folder in pipeline_folders(root):
+        if folder.name not in with_steps and not (folder / "dbt_project.yml").exists():
+            empty.append(SpecError("this pipeline folder holds no step", Location(folder.name), "add a script with a '-- pipeline' line, or remove the folder", severity="warning"))
+    if not project.steps and not strays and not empty:
+        empty.append(SpecError("the pipelines folder holds no step", Location(str(root)), "add <pipeline>/<name>.sql with a '-- pipeline' line (lineage-defs new scaffolds one)", severity="warning"))
+    if strays or empty:
+        errors = (*project.errors, *strays)
+        project = dataclasses.replace(project, errors=errors, warnings=(*project.warnings, *empty), invalid_paths=tuple(sorted({e.path for e in errors if e.path})))
+    return project
