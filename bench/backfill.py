@@ -243,7 +243,7 @@ def bench_run_layer(work: Path, start: dt.date, days: int, rows: int) -> tuple[f
     noise hits both alike, so the difference is our layer's own per-partition cost
     (without Dagster).
     """
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
     from lineage_defs.run.context import PartitionWindow
     from lineage_defs.run.sql_step import StepRunner
     from lineage_defs.settings import LineageSettings

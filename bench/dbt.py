@@ -139,7 +139,7 @@ def our_pass(pipelines: Path, state: Path, target: Path, cache: Path) -> tuple[f
     """CPU seconds of the lineage pass over every model's compiled SQL: (cold, warm, models, edges)."""
     from lineage_defs.dbt.lineage_pass import BuiltModel, LineagePass, detect_engine
     from lineage_defs.dbt.nodes import relation_aliases
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
     from lineage_defs.settings import LineageSettings
 
     plan = load_project(pipelines, LineageSettings(state_dir=str(state)))
@@ -174,7 +174,7 @@ def ours_slice(pipelines: Path, state: Path, slice_n: int) -> tuple[dict[Edge, s
 
     from lineage_defs import LineageSettings, build_definitions
     from lineage_defs.dbt.catalog import build_columns, relations_to_read
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
 
     settings = LineageSettings(state_dir=str(state))
     defs = build_definitions(pipelines, settings=settings)

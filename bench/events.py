@@ -110,7 +110,7 @@ def bench_kafka(tmp: Path, messages: int, max_batch: int) -> float:
 
     from lineage_defs.events.store import EventStore
     from lineage_defs.plan.names import stream_of
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
     from lineage_defs.settings import LineageSettings
     from lineage_defs.triggers.kafka.drain import KafkaSource, drain
 
@@ -190,7 +190,7 @@ def write_batches(settings: Any, step: Any, batches: list[Any]) -> int:
 def drain_push(kind: str, pipes: Path, state: Path, stream: str, expected: int, max_batch: int, peer: float) -> float:
     """A push source's stored events → batches → committed rows; events/s, printed against Kafka's store → rows."""
     from lineage_defs.events.store import EventStore
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
     from lineage_defs.settings import LineageSettings
 
     settings = LineageSettings(state_dir=str(state), pipelines_dir=str(pipes))

@@ -50,7 +50,7 @@ def main() -> None:
     args = p.parse_args()
 
     from lineage_defs.plan.impact import ColumnGraph
-    from lineage_defs.plan.project import load_project
+    from lineage_defs.project import load_project
     from lineage_defs.settings import LineageSettings
 
     with tempfile.TemporaryDirectory(prefix="bench-impact-") as scratch:
