@@ -192,9 +192,12 @@ def test_a_crash_of_the_whole_daemon_group_mid_run_loses_and_duplicates_nothing(
     batch = victim.tags["lineage/batch"]
     retried = [r for r in runs(instance, **{"lineage/batch": batch}) if r.run_id != victim.run_id]
     assert [r.status for r in retried] == [DagsterRunStatus.SUCCESS], "one retry of the batch, which succeeded"
-    listing = _events_cli(world, "--stream", "kafka:e2e__crash_rows:crash.events", "--limit", "20")
+    # the sensor settles a batch done on its first tick after the batch's run succeeded
+    settled = f"{n} events stored, {n} batched, 0 rejected; batches: 0 open"
+    listing = wait_for("every batch settled done", lambda: (lambda out: out if settled in out.stdout else None)(
+        _events_cli(world, "--stream", "kafka:e2e__crash_rows:crash.events", "--limit", "20")), 120, _logs(world))
     assert listing.returncode == 0, listing.stderr
-    assert f"{n} events stored, {n} batched, 0 rejected; batches: 0 open" in listing.stdout and " 0 failed" in listing.stdout
+    assert settled in listing.stdout and " 0 failed" in listing.stdout
 
 
 def test_a_step_failing_its_first_two_attempts_writes_its_batch_once(world: dict[str, Any]) -> None:

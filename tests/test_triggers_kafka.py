@@ -125,7 +125,13 @@ def test_messages_land_once_across_daemon_kill_broker_restart_and_reexecution(wo
     assert sorted(r[0] for r in rows) == list(range(n + m)), "every message exactly once"
     batch_runs = runs(instance, **{"dagster/sensor_name": f"stream__kafka_rows__kafka_{TOPIC.replace('.', '_')}"})
     assert len(batch_runs) >= 3, "the messages arrived over several ticks and batches"
-    assert len({r.tags["lineage/batch"] for r in batch_runs}) == len(batch_runs), "one run per batch"
+    by_batch: dict[str, list[Any]] = {}
+    for r in batch_runs:
+        by_batch.setdefault(r.tags["lineage/batch"], []).append(r)
+    assert all([r.status.value for r in rs].count("SUCCESS") == 1 for rs in by_batch.values()), "one successful run per batch"
+    # a batch's run executing when the daemon's group was killed died with it: failed (run monitoring) and run again
+    extra = [r for rs in by_batch.values() if len(rs) > 1 for r in rs if r.status.value != "SUCCESS"]
+    assert len(extra) <= 1 and all(r.status.value == "FAILURE" for r in extra), "no other run than the one the kill took down"
 
     # 3. re-executing a successful run reads the same batch and writes nothing
     run = next(r for r in batch_runs if r.status.value == "SUCCESS")

@@ -94,6 +94,19 @@ def rss_mib(pid: int) -> float:
     return int(line.split()[1]) / 1024
 
 
+def whole_answer(s: socket.socket, first: bytes) -> bytes:
+    """``first`` (what one recv gave) completed to the whole response: its head may come in a segment before its body."""
+    s.settimeout(5)
+    head, _, body = first.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+    while first.count(b"\r\n\r\n") and len(body) < length:
+        more = s.recv(65536)
+        if not more:
+            break
+        body += more
+    return head + b"\r\n\r\n" + body if body or length else first
+
+
 def closed_by_server(s: socket.socket, within: float) -> bool:
     """Whether the server closes ``s`` within ``within`` seconds (whatever it said before closing)."""
     s.settimeout(within)
@@ -143,6 +156,7 @@ def test_a_slow_body_times_out_and_an_idle_keep_alive_connection_is_closed(recei
         except (socket.timeout, TimeoutError):
             s.sendall(b" ")
     assert answer.startswith(b"HTTP/1.1 408 ") and BODY_TIMEOUT - 0.5 < time.monotonic() - t0 < BODY_TIMEOUT + 3, answer
+    answer = whole_answer(s, answer)
     assert b"did not arrive within" in answer and b"connection: close" in answer.lower() and closed_by_server(s, 2)
     s.close()
 
@@ -165,8 +179,10 @@ def test_a_connection_idle_after_its_headers_gets_408_and_is_closed_within_the_h
     t0 = time.monotonic()
     s.settimeout(HEADER_TIMEOUT + 2)
     answer = s.recv(65536)
+    answered = time.monotonic() - t0
+    answer = whole_answer(s, answer)
     assert answer.startswith(b"HTTP/1.1 408 ") and b"no byte of the body arrived for 2 s" in answer, answer
-    assert HEADER_TIMEOUT - 0.5 < time.monotonic() - t0 < HEADER_TIMEOUT + 1
+    assert HEADER_TIMEOUT - 0.5 < answered < HEADER_TIMEOUT + 1
     assert closed_by_server(s, 1) and time.monotonic() - t0 < HEADER_TIMEOUT + 1.5  # closed, not merely answered
     s.close()
 
@@ -426,7 +442,10 @@ def test_abuse_all_at_once_still_lets_valid_posts_through(receiver: dict[str, An
     def deep() -> None:
         body = b"[" * 5000 + b"]" * 5000
         while time.monotonic() < stop:
-            status, _ = post(f"{url}/hooks/orders", body, {"Authorization": f"Bearer {TOKEN}"})
+            try:
+                status, _ = post(f"{url}/hooks/orders", body, {"Authorization": f"Bearer {TOKEN}"})
+            except (urllib.error.URLError, OSError):
+                continue  # evicted by the slowloris threads' connections past the cap (the receiver's design): no answer to check
             assert status in (400, 503)
 
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
