@@ -130,7 +130,7 @@ def start_demo(root: Path, make: bool = False) -> Any:
     a browser. ``root / "state" / "demo"`` holds what `lineage-defs demo send` reads. With ``make``,
     through `make demo` itself (this Python's venv as the Makefile's, which `make install` finds up
     to date; the Makefile's variables take the environment's values)."""
-    from services import wait_for
+    from services import wait_for, with_daemon_site
     from webserver import DagsterDev, free_port, wait_for_location
 
     home = root / "home"
@@ -150,7 +150,7 @@ def start_demo(root: Path, make: bool = False) -> Any:
     argv = [cli, "demo", "up", "--host", "127.0.0.1", "--port", str(port), "--kafka-port", str(kafka), "--webhook-port", str(hooks), "--email-port", str(mail)]
     if make:
         argv = ["make", "demo", f"VENV={sys.prefix}", "HOST=127.0.0.1", f"PORT={port}", f"KAFKA_PORT={kafka}", f"WEBHOOK_PORT={hooks}", f"EMAIL_PORT={mail}"]
-    server = DagsterDev(argv, REPO, env, port, root / "demo.log")
+    server = DagsterDev(argv, REPO, with_daemon_site(env), port, root / "demo.log")  # backfill passes every 5 s
     t0 = time.monotonic()
     server.start()
     try:
