@@ -53,7 +53,9 @@ servers: $(SERVERS)
 $(SERVERS):
 	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get install -y -q mosquitto nats-server redis-server || (apt-get update -q && apt-get install -y -q mosquitto nats-server redis-server)'
 
-PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n 2 --no-loadscope-reorder
+# Test processes (pytest-xdist; tests/conftest.py schedules whole modules, longest first)
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --no-loadscope-reorder
 
 test: install browser servers
 	$(PYTEST) --durations=30

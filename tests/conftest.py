@@ -130,7 +130,7 @@ def start_demo(root: Path, make: bool = False) -> Any:
     a browser. ``root / "state" / "demo"`` holds what `lineage-defs demo send` reads. With ``make``,
     through `make demo` itself (this Python's venv as the Makefile's, which `make install` finds up
     to date; the Makefile's variables take the environment's values)."""
-    from services import wait_for
+    from services import wait_for, with_daemon_site
     from webserver import DagsterDev, free_port, wait_for_location
 
     home = root / "home"
@@ -150,7 +150,7 @@ def start_demo(root: Path, make: bool = False) -> Any:
     argv = [cli, "demo", "up", "--host", "127.0.0.1", "--port", str(port), "--kafka-port", str(kafka), "--webhook-port", str(hooks), "--email-port", str(mail)]
     if make:
         argv = ["make", "demo", f"VENV={sys.prefix}", "HOST=127.0.0.1", f"PORT={port}", f"KAFKA_PORT={kafka}", f"WEBHOOK_PORT={hooks}", f"EMAIL_PORT={mail}"]
-    server = DagsterDev(argv, REPO, env, port, root / "demo.log")
+    server = DagsterDev(argv, REPO, with_daemon_site(env), port, root / "demo.log")  # backfill passes every 5 s
     t0 = time.monotonic()
     server.start()
     try:
@@ -340,15 +340,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     setattr(item, f"rep_{report.when}", report)
 
 
-# -- two test processes (`make test` runs pytest-xdist: -n 2 --no-loadscope-reorder) --------------------
+# -- test processes (`make test` runs pytest-xdist: -n $(TEST_WORKERS), 2 by default, --no-loadscope-reorder) --
 # A module's tests stay on one process (its module-scoped services start once); the modules on the
-# suite's one `make demo` share a process, so it starts once. The longest modules go first (measured),
-# so neither process is left alone with a long module at the end. (A scheduler of our own rather
-# than `--dist loadgroup`: xdist 3.8 marks groups by rewriting node ids, which pytest 9.2 ignores.)
+# suite's one `make demo` share a process, so it starts once. The longest modules go first (measured:
+# `--durations` of `make test`), every module with a test over ~25 s among them, so the suite ends on
+# short modules and neither process is left alone with a long one at the end. (A scheduler of our own
+# rather than `--dist loadgroup`: xdist 3.8 marks groups by rewriting node ids, which pytest 9.2 ignores.)
 SHARE_THE_DEMO = ("test_demo_webserver", "test_ui_browser")
 LONGEST_FIRST = (
     "test_demo_walkthrough", "test_scale_out_celery", *SHARE_THE_DEMO, "test_triggers_exactly_once",
     "test_dbt_assets", "test_dbt_real", "test_triggers_cascade", "test_triggers_kafka", "test_cli",
+    "test_triggers_mqtt", "test_triggers_email", "test_dg", "test_duckdb_io", "test_dbt_cascade",
+    "test_triggers_sqs", "test_triggers_plain_instance", "test_schemas_shared", "test_triggers_postgres",
+    "test_changed", "test_events_postgres", "test_dbt_source_tests", "test_definitions",
 )
 
 

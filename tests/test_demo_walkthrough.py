@@ -8,8 +8,9 @@ more days, which the cascade turns into the rest of each day; `lineage-defs
 demo send kafka`, `… send webhook` and `… send email`, each producing rows; readable graph
 labels; no run failed on the way; `make demo-stop` stops every process.
 
-Named to run before the other demo modules: its own instance is up and down
-before the suite's shared one starts, so two never run at once.
+Its demo is its own (ports, Dagster home, state dir), not the suite's shared one: it counts every
+run and materialization on the instance and ends with `make demo-stop`. `make test` starts it
+first on one of its two test processes (tests/conftest.py), next to the other process's modules.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def wait_quiet(walk: DagsterDev, timeout: float) -> list[dict[str, Any]]:
         rs = runs(walk)
         return rs if all(r["status"] in TERMINAL for r in rs) else None
 
-    return list(walk.wait_until("every run to end", ended, timeout, interval=5))
+    return list(walk.wait_until("every run to end", ended, timeout, interval=2))
 
 
 def failures(walk: DagsterDev, rs: list[dict[str, Any]]) -> str:
@@ -185,7 +186,7 @@ def test_materialize_all_with_one_partition(walk: DagsterDev, browser: Browser, 
 
     done = walk.wait_until("the backfill", lambda: (x if (x := walk.graphql(
         """query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill { status runs { runId status } } } }""",
-        {"id": backfill["id"]})["partitionBackfillOrError"])["status"] not in ("REQUESTED",) else None), BACKFILL_TIMEOUT, interval=5)
+        {"id": backfill["id"]})["partitionBackfillOrError"])["status"] not in ("REQUESTED",) else None), BACKFILL_TIMEOUT, interval=2)
     rs = wait_quiet(walk, 300)
     assert done["status"] == "COMPLETED_SUCCESS", (done, failures(walk, rs))
     assert all(r["status"] == "SUCCESS" for r in rs), failures(walk, rs)
@@ -222,7 +223,7 @@ def test_the_cascade_builds_the_rest_of_each_day(walk: DagsterDev, browser: Brow
                 return False
         return True
 
-    walk.wait_until("the cascade to build orders, daily_revenue and daily_funnel of both days", filled, CASCADE_TIMEOUT, interval=5)
+    walk.wait_until("the cascade to build orders, daily_revenue and daily_funnel of both days", filled, CASCADE_TIMEOUT, interval=2)
     rs = wait_quiet(walk, 600)
     assert all(r["status"] == "SUCCESS" for r in rs), failures(walk, rs)
     by_cascade = [r for r in rs if r["tags"].get("dagster/sensor_name") == "lineage_cascade"]

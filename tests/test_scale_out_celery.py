@@ -3,9 +3,9 @@
 Every process has its own empty state dir: two Celery workers (``celery -A dagster_celery.app
 worker``, Debian's redis-server as the broker, started here), a ``dagster-webserver`` and a real
 ``dagster-daemon`` (code server, backfill and run-queue daemons, run workers). Dagster and the DuckLake
-catalog are on the suite's PostgreSQL, the lake's data on the S3 server. A 30-partition backfill is
+catalog are on the suite's PostgreSQL, the lake's data on the S3 server. An 8-partition backfill is
 launched as a data engineer launches it (``lineage-defs backfill``: GraphQL ``launchPartitionBackfill``
-on the webserver); the daemon's backfill daemon makes it 30 runs (a Python step: Dagster's default
+on the webserver); the daemon's backfill daemon makes it 8 runs (a Python step: Dagster's default
 policy, one partition per run; a SQL step would be one range run), at most 4 at a time through the run
 queue, one step each, spread over both workers: every partition is materialized once and both workers
 did work. Then, from an orchestrating process of its own (``execute_job``), the worker running a step
@@ -43,7 +43,9 @@ from webserver import DagsterDev, free_port, wait_for_location
 pytestmark = [pytest.mark.daemon, pytest.mark.scale]
 
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
-DAYS = [f"2025-01-{d:02d}" for d in range(1, 31)]
+# Two rounds of the run queue's 4 at once: enough for both workers to take steps (each takes one at a time)
+DAYS = [f"2025-01-{d:02d}" for d in range(1, 9)]
+N = len(DAYS)
 # A Python step: no BackfillPolicy, so a backfill is one run per partition (a SQL step's is one range run).
 ORDERS = """\
 # pipeline
@@ -149,7 +151,7 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
 
     tag = uuid.uuid4().hex[:8]
     home = dagster_home(tmp_path / "dagster_home", pg_dsn, f"dagster_{tag}")
-    # the daemon's run queue starts at most 4 runs at once (the backfill's 30 runs would otherwise all start together)
+    # the daemon's run queue starts at most 4 runs at once (the backfill's runs would otherwise all start together)
     yaml = (home / "dagster.yaml").read_text()
     queued = "  class: QueuedRunCoordinator\n  config:\n    max_concurrent_runs: 4\n    dequeue_interval_seconds: 1\n"
     assert "  class: DefaultRunCoordinator\n" in yaml
@@ -199,12 +201,12 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
             _ready(name, w)
         wait_for_location(webserver, "lineage_defs", 180)
 
-        # 1. a 30-partition backfill launched on the webserver; the daemon's backfill daemon makes it 30
+        # 1. an 8-partition backfill launched on the webserver; the daemon's backfill daemon makes it 8
         # runs (one partition each), its run queue starts them, each run's one step goes to the workers
         start = time.monotonic()
         launch = subprocess.run([LINEAGE_DEFS, "backfill", f"ducklake://main/orders_{tag}", "--from", DAYS[0], "--to", DAYS[-1], "--url", webserver.url],
                                 cwd=tmp_path, env=machine_env({}, tmp_path / "state-cli"), capture_output=True, text=True, timeout=120)  # fmt: skip
-        assert launch.returncode == 0 and f"30 partitions of ducklake://main/orders_{tag}" in launch.stdout, launch.stdout + launch.stderr
+        assert launch.returncode == 0 and f"{N} partitions of ducklake://main/orders_{tag}" in launch.stdout, launch.stdout + launch.stderr
         backfill_id = launch.stdout.split()[1].rstrip(":")
         daemon.start()  # after the launch: its backfill daemon's first pass (then one every 30 s) sees the backfill
 
@@ -212,25 +214,25 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
 
             def finished() -> list[Any] | None:
                 runs = instance.get_run_records(dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
-                return runs if len(runs) == 30 and all(r.dagster_run.is_finished for r in runs) else None
+                return runs if len(runs) == N and all(r.dagster_run.is_finished for r in runs) else None
 
             def logs() -> str:
                 return daemon.log_tail(4000) + "".join(_log(w)[-2000:] for w in workers.values())
 
-            runs = wait_for("the backfill's 30 runs to finish", finished, 900, logs, 1.0)
+            runs = wait_for(f"the backfill's {N} runs to finish", finished, 900, logs, 1.0)
             backfill = time.monotonic() - start
             assert all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in runs), [(r.dagster_run.tags.get("dagster/partition"), r.dagster_run.status) for r in runs]
             assert sorted(r.dagster_run.tags.get("dagster/partition") for r in runs) == DAYS  # one run per partition
             steps = [len(instance.all_logs(r.dagster_run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)) for r in runs]
-            assert steps == [1] * 30, steps
+            assert steps == [1] * N, steps
             assert instance.get_materialized_partitions(dg.AssetKey(["ducklake", "main", f"orders_{tag}"])) == set(DAYS)
         daemon.stop()
         webserver.stop()
         done = {n: _log(w).count("succeeded in") for n, w in workers.items()}
-        assert sum(done.values()) == 30 and all(done.values()), (done, backfill)
+        assert sum(done.values()) == N and all(done.values()), (done, backfill)
         with Session(settings, skip=frozenset({"duckdb://warehouse"})) as s:
             rows = s.conn.execute(f"SELECT count(*), count(DISTINCT _partition), count(DISTINCT (id, day)) FROM lake.main.orders_{tag}").fetchall()
-        assert rows == [(30 * 50, 30, 30 * 50)]
+        assert rows == [(N * 50, N, N * 50)]
 
         # 2. the worker running a step is SIGKILLed (its whole process group) in the middle of it:
         # the other worker runs the step again inside the same run, and the rows are there once
@@ -287,7 +289,7 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
     # no process read another's disk: each state dir holds its caches and its own schema copies only
     for d in sorted(tmp_path.glob("state-*")):
         assert all(f.startswith(("cache/", "schemas/")) for f in files_under(d)), (d.name, files_under(d))
-    print(f"backfill of 30 partitions (30 runs from dagster-daemon, 4 at a time) over 2 workers: {backfill:.1f}s from the launch, steps per worker {done}")
+    print(f"backfill of {N} partitions ({N} runs from dagster-daemon, 4 at a time) over 2 workers: {backfill:.1f}s from the launch, steps per worker {done}")
 
 
 # Event steps: each batch's step also hashes a few million values, long enough to be killed in the middle of.
