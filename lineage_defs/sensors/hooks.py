@@ -28,7 +28,6 @@ from dagster import (
     DagsterRunStatus,
     DefaultSensorStatus,
     JobDefinition,
-    OpExecutionContext,
     RetryPolicy,
     RunRequest,
     RunsFilter,
@@ -96,7 +95,7 @@ def hook_job(hook: HookScript, settings: LineageSettings) -> JobDefinition:
         retry_policy=RetryPolicy(max_retries=settings.hook_retries, delay=settings.hook_backoff, backoff=Backoff.EXPONENTIAL),
         tags={HOOK_TAG: hook.path},
     )
-    def run_hook(context: OpExecutionContext) -> None:
+    def run_hook(context):  # type: ignore[no-untyped-def]  # Dagster reads a postponed annotation as a string and refuses it
         from lineage_defs.run.hook import run_hook as run  # the run layer: imported when a hook runs
 
         run(context.resources.lineage.settings(), hook.path, hook.language, json.loads(context.op_config["context"]), context.log.info)
@@ -257,13 +256,12 @@ class _Outcome:
 
 
 def _message(err: Any) -> str:
-    """An error and its causes, one message (a step's own error is often the cause of Dagster's wrapper)."""
-    parts: list[str] = []
-    while err is not None and len(parts) < 4:
+    """A step's own error: the first of the error and its causes that is not Dagster's wrapper of it."""
+    while err is not None:
         if err.message.strip() and not err.message.startswith("dagster._core.errors.DagsterExecutionStepExecutionError"):
-            parts.append(err.message.strip())
+            return str(err.message.strip())
         err = err.cause
-    return "\n".join(parts)
+    return ""
 
 
 def _streak(history: Sequence[bool]) -> int:
