@@ -89,7 +89,7 @@ def hook_job(hook: HookScript, settings: LineageSettings) -> JobDefinition:
     """The job that runs one hook script; its op is retried with exponential backoff."""
 
     @op(
-        name="run_hook",
+        name=op_name(hook.job_name),
         config_schema={"context": str},
         required_resource_keys={"lineage"},
         retry_policy=RetryPolicy(max_retries=settings.hook_retries, delay=settings.hook_backoff, backoff=Backoff.EXPONENTIAL),
@@ -105,6 +105,11 @@ def hook_job(hook: HookScript, settings: LineageSettings) -> JobDefinition:
         run_hook()
 
     return hook_job
+
+
+def op_name(job_name: str) -> str:
+    """A hook job's one op (op names are unique across the code location)."""
+    return f"{job_name}__run"
 
 
 def _sensor(name: str, status: DagsterRunStatus, watch: Watch, jobs: Sequence[JobDefinition], settings: LineageSettings) -> SensorDefinition:
@@ -165,7 +170,7 @@ class Watch:
                 yield RunRequest(
                     run_key=f"{hook.script}:{hook.event}:{subject.name}:{run.run_id}",
                     job_name=self.jobs[hook.script],
-                    run_config={"ops": {"run_hook": {"config": {"context": json.dumps(context, sort_keys=True)}}}},
+                    run_config={"ops": {op_name(self.jobs[hook.script]): {"config": {"context": json.dumps(context, sort_keys=True)}}}},
                     tags={HOOK_TAG: hook.script, "lineage/hook_event": str(hook.event), "lineage/hook_step": subject.name, "lineage/hook_run": run.run_id},
                 )
 
