@@ -70,7 +70,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 def _run(w: dict[str, Any], table: str) -> Any:
     """Materialize one step's table in this process (on the daemon's instance); returns its run."""
     defs: Definitions = w["defs"]
-    result = defs.get_implicit_global_asset_job_def().execute_in_process(
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=w["instance"], asset_selection=[AssetKey(["duckdb", "warehouse", table])], raise_on_error=False
     )
     return w["instance"].get_run_by_id(result.run_id)

@@ -95,7 +95,7 @@ def hook_job(hook: HookScript, settings: LineageSettings) -> JobDefinition:
         retry_policy=RetryPolicy(max_retries=settings.hook_retries, delay=settings.hook_backoff, backoff=Backoff.EXPONENTIAL),
         tags={HOOK_TAG: hook.path},
     )
-    def run_hook(context):  # type: ignore[no-untyped-def]  # Dagster reads a postponed annotation as a string and refuses it
+    def run_hook(context):  # Dagster reads a postponed annotation as a string and refuses it
         from lineage_defs.run.hook import run_hook as run  # the run layer: imported when a hook runs
 
         run(context.resources.lineage.settings(), hook.path, hook.language, json.loads(context.op_config["context"]), context.log.info)
