@@ -9,6 +9,7 @@ Problems are located errors: a missing script, one not marked ``-- hook``, a hoo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from lineage_defs.errors import AnnotationError, LineageDefsError
@@ -28,7 +29,8 @@ def pipeline_file(rel: str, pipeline: str) -> bool:
 
 
 def _only_hooks(h: Header) -> bool:
-    return not (h.is_step or h.is_hook or h.is_macros or h.materialize or h.upstreams or h.schedules or h.events or h.partitioned or h.tests or h.uses)
+    """Whether the header says nothing but hook lines (and prose)."""
+    return dataclasses.replace(h, hooks=(), description="", body_line=1) == Header(h.path, h.language)
 
 
 def resolve(
