@@ -1,6 +1,6 @@
 """Hook references (SPEC section 13) resolved and checked: each step's hooks and the hook scripts they name.
 
-A step's hooks are its own ``on_failure|on_success|on_recovery`` lines and those of its pipeline's
+A script step's hooks are its own ``on_failure|on_success|on_recovery`` lines and those of its pipeline's
 ``_pipeline`` file (``<pipeline>/_pipeline.sql``, ``.py`` or ``.sh``: hook lines only, for every step of
 the folder). A hook's path is relative to the naming script's folder, then to the pipelines folder.
 Problems are located errors: a missing script, one not marked ``-- hook``, a hook that is also a step
@@ -16,7 +16,7 @@ from lineage_defs.errors import AnnotationError, LineageDefsError
 from lineage_defs.parse import Header
 from lineage_defs.parse.model import HookRef, Language
 from lineage_defs.plan.files import FileResult
-from lineage_defs.plan.spec import AnyStep, HookScript, StepHook
+from lineage_defs.plan.spec import AnyStep, HookScript, ScriptStep, StepHook
 from lineage_defs.plan.steps import find
 
 PIPELINE_FILE = "_pipeline"
@@ -56,6 +56,8 @@ def resolve(
 
     out: list[tuple[str, tuple[StepHook, ...]]] = []
     for step in steps:
+        if not isinstance(step, ScriptStep):
+            continue  # a dbt project's models run in one op of the project: no run tells one model's outcome
         own = refs_of(step.path) if step.path in files else ()
         shared = refs_of(by_pipeline[step.pipeline]) if step.pipeline in by_pipeline else ()
         hooks = tuple(dict.fromkeys((*own, *shared)))
