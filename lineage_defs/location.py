@@ -30,6 +30,7 @@ from lineage_defs.plan.schemas import column_warnings, reference_schemas
 from lineage_defs.plan.spec import Project
 from lineage_defs.sensors import trigger_definitions
 from lineage_defs.sensors.cascade import condition_for
+from lineage_defs.sensors.hooks import hook_definitions
 from lineage_defs.settings import LineageSettings, OnInvalid
 
 log = logging.getLogger("lineage_defs")
@@ -99,9 +100,11 @@ def build_definitions(
         ctx = BuildContext(project, settings, keys, pdefs, conditions)
         conditioned = [key_of[u] for s in project.steps if conditions[s.name] is not None for u in s.outputs]
         sensors, schedules = trigger_definitions(project, key_of, pdefs, conditioned, settings)
+        hook_jobs, hook_sensors = hook_definitions(project, key_of, settings)
         ours = Definitions(
             assets=[a for build in BUILDERS for a in build(ctx)],
-            sensors=sensors,
+            jobs=hook_jobs,
+            sensors=[*sensors, *hook_sensors],
             schedules=schedules,
             resources=resources(settings),
             executor=executor_for(settings),

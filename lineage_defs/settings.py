@@ -140,6 +140,12 @@ class LineageSettings:
     # -- OpenLineage (the client itself is configured its own way: OPENLINEAGE_URL, openlineage.yml)
     openlineage_namespace: str = "lineage_defs"  # the jobs' namespace
     openlineage_timeout: float = 1.0  # seconds a run may wait at its end for events still being sent
+    # -- the Dagster UI's address ("http://dagster.example.com"): links to runs (hook contexts). From LINEAGE_UI_URL,
+    # else DAGSTER_WEBSERVER_URL; unset: no links
+    ui_url: str | None = None
+    # -- hooks (SPEC section 13): a failed hook run's op is retried this many times, after hook_backoff seconds, doubled each time
+    hook_retries: int = 3
+    hook_backoff: float = 2.0
     # Secret fields that came from the environment, by field → variable: the Dagster
     # resource passes them as EnvVars, so the UI shows the variable's name.
     secret_env: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -164,6 +170,9 @@ class LineageSettings:
             if f in SECRET_FIELDS and values[f]:
                 secret_env[f] = prefix
         values["connections"] = _connections(e)
+        ui_url = e.get("LINEAGE_UI_URL") or e.get("DAGSTER_WEBSERVER_URL")
+        if ui_url:
+            values["ui_url"] = ui_url.rstrip("/")
         interval = e.get("LINEAGE_SENSOR_INTERVAL")
         if interval:
             values["cascade_interval"] = values["event_interval"] = _positive_int(interval, "LINEAGE_SENSOR_INTERVAL")

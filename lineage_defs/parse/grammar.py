@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from lineage_defs.errors import AnnotationError, Location, did_you_mean
 from lineage_defs.parse.header import leading_comments
+from lineage_defs.parse.hooks import HANDLERS as HOOK_HANDLERS
 from lineage_defs.parse.line import _Builder, _Line
 from lineage_defs.parse.tokens import (
     _IDENT,
@@ -582,6 +583,7 @@ _HANDLERS: dict[str, Callable[[_Line, list[Token]], None]] = {
     "unique_key": _unique_key,
     "append": _append,
     "breaking": _breaking,
+    **HOOK_HANDLERS,  # hook, on_failure, on_success, on_recovery (parse.hooks)
 }
 
 
@@ -712,4 +714,7 @@ def _freeze(b: _Builder, body_line: int) -> Header:
         pool=v.get("pool"),  # type: ignore[arg-type]
         body_line=body_line,
         breaking_ok=tuple(ls.get("breaking_ok", ())),  # type: ignore[arg-type]
+        is_hook="hook" in v,
+        hooks=tuple(ls.get("hooks", ())),  # type: ignore[arg-type]
+        hook_at=v.get("hook"),  # type: ignore[arg-type]
     )

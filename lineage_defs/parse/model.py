@@ -168,6 +168,24 @@ class Retry:
     exponential: bool
 
 
+class HookEvent(StrEnum):
+    """What a hook reacts to (``on_failure``, ``on_success``, ``on_recovery``): the annotation's keyword."""
+
+    FAILURE = "on_failure"
+    SUCCESS = "on_success"
+    RECOVERY = "on_recovery"
+
+
+@dataclass(frozen=True)
+class HookRef:
+    """One ``on_failure|on_success|on_recovery <script> [after=<n>]`` line: the hook script as written."""
+
+    event: HookEvent
+    script: str  # relative to the script's folder, then to the pipelines folder
+    after: int = 1  # on_failure: only once this many runs of the step in a row failed
+    at: Location | None = field(default=None, compare=False)
+
+
 @dataclass(frozen=True)
 class Header:
     """Everything the leading comment block of one script declares."""
@@ -196,3 +214,6 @@ class Header:
     pool: str | None = None
     body_line: int = 1  # first line of code (1-based)
     breaking_ok: tuple[str, ...] = ()  # `breaking ok <column>`: lineage-defs diff accepts a breaking change of these
+    is_hook: bool = False  # `-- hook`: a hook script (SPEC section 13), run by hook jobs, never an asset
+    hooks: tuple[HookRef, ...] = ()  # its on_failure / on_success / on_recovery lines
+    hook_at: Location | None = field(default=None, compare=False)  # where `-- hook` is

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from lineage_defs.errors import LineageDefsError, SpecError
 from lineage_defs.parse import Header
 from lineage_defs.parse.model import Language
-from lineage_defs.plan import graph
+from lineage_defs.plan import graph, hooks
 from lineage_defs.plan.cache import PlanCache
 from lineage_defs.plan.files import FileResult, analyze, with_schemas
 from lineage_defs.plan.spec import Analysis, AnyStep, DbtStep, Project, ScriptStep
@@ -106,5 +106,6 @@ def plan_folder(root: Path, files: dict[str, FileResult], pipelines: dict[str, s
     errors.extend(graph.cycles(steps, step_files))
     errors.extend(graph.trigger_name_errors(steps))
     warnings.extend(graph.unproduced_warnings(steps, step_files, produced))
+    step_hooks, hook_scripts = hooks.resolve(files, pipelines, steps, errors)
     invalid = tuple(sorted({e.path for e in errors if e.path}))
-    return Project(str(root), tuple(steps), tuple(externals), macros, tuple(errors), tuple(warnings), invalid, dbt.projects)
+    return Project(str(root), tuple(steps), tuple(externals), macros, tuple(errors), tuple(warnings), invalid, dbt.projects, step_hooks, hook_scripts)

@@ -20,6 +20,7 @@ from lineage_defs.parse.model import (
     DataTest,
     EventTrigger,
     Freshness,
+    HookEvent,
     Language,
     Materialize,
     Partitioning,
@@ -239,6 +240,29 @@ AnyStep = ScriptStep | DbtStep
 
 
 @dataclass(frozen=True)
+class StepHook:
+    """A hook a step (or a hook script) runs on an event: the script resolved to its path in the folder."""
+
+    event: HookEvent
+    script: str  # the hook script, relative to the pipelines folder
+    after: int = 1  # on_failure: only once this many runs in a row failed
+
+
+@dataclass(frozen=True)
+class HookScript:
+    """A script marked ``-- hook`` that some step names: Dagster runs it as a job of its own."""
+
+    path: str  # relative to the pipelines folder
+    language: Language
+    hooks: tuple[StepHook, ...] = ()  # its own: what runs when a run of this hook fails or recovers
+
+    @property
+    def job_name(self) -> str:
+        """The Dagster job that runs it: ``lineage_hook__`` and the path, as a valid job name."""
+        return "lineage_hook__" + "".join(c if c.isalnum() else "_" for c in self.path)
+
+
+@dataclass(frozen=True)
 class Project:
     """A loaded pipelines folder: the steps, external assets, and every problem found."""
 
@@ -250,6 +274,10 @@ class Project:
     warnings: tuple[LineageDefsError, ...] = ()
     invalid_paths: tuple[str, ...] = field(default=())
     dbt_projects: tuple[DbtProject, ...] = ()  # how to invoke dbt for the DbtSteps
+    # SPEC section 13: each step's hooks (its own lines and its pipeline's `_pipeline` file), by step name,
+    # and the hook scripts they name
+    hooks: tuple[tuple[str, tuple[StepHook, ...]], ...] = ()
+    hook_scripts: tuple[HookScript, ...] = ()
 
     @property
     def scripts(self) -> tuple[ScriptStep, ...]:

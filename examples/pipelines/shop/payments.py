@@ -8,6 +8,7 @@
 # data_test relationships order_id -> ducklake://main/orders.order_id severity=warn
 # tag streaming
 # owner team:finance
+# on_failure hooks/notify.py after=2
 #
 # Payment confirmations pushed by the payment provider to
 # POST /hooks/payments (`lineage-defs webhooks serve`), one JSON body per
