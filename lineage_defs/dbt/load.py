@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lineage_defs import uris
 from lineage_defs.dbt.model_lineage import LineageInputs, with_lineage
 from lineage_defs.dbt.nodes import dbt_steps, relation_aliases
 from lineage_defs.dbt.project import DbtProject, discover, open_project
@@ -41,7 +42,7 @@ class DbtLoad:
         owners = {db: p for p in self.projects for db in p.own_databases}
         attach: dict[str, str] = {}
         for d in step.deps if owners else ():
-            db = d.uri.split("://", 1)[1].split("/", 1)[0] if d.uri.startswith("dbt://") else ""
+            db = uris.parse(d.uri).authority if uris.kind_of(d.uri) == uris.Kind.DBT else ""
             project = owners.get(db)
             if project is None:
                 continue

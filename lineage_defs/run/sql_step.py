@@ -364,7 +364,7 @@ class StepRunner:
         """A manual step wrote its target itself: test the target afterwards (no rollback possible)."""
         if not self.step.tests:
             return
-        target = self.session.table_sql(result.target) if not result.target.startswith("s3://") else None
+        target = self.session.table_sql(result.target) if uris.kind_of(result.target) != uris.Kind.S3 else None
         if target is None:
             return
         try:
