@@ -93,7 +93,7 @@ def _located(step: ScriptStep, catalog: str, line: int) -> Location:
             before = st.sql[: m.start()]
             text = st.sql.splitlines()[before.count("\n")] if st.sql else ""
             return Location(step.path, st.line + before.count("\n"), m.start() - (before.rfind("\n") + 1) + 1, text, len(catalog))
-    return Location(step.path, line or 1)
+    return Location(step.path, line or 1, 1)
 
 
 # Cached for a model whose SQL needs more of dbt than load-time rendering has (its lineage comes from the run).
@@ -136,7 +136,7 @@ def _uncompiled_warnings(project: DbtProject, nodes: Mapping[str, Any]) -> list[
         out.append(SpecError(
             f"dbt model {node['name']} cannot be compiled at load time ({reason}): a macro it calls queries the database while compiling, "
             "so its column lineage is known only after a build; the project's other models are compiled without it",
-            Location(f"{project.path}/{node.get('original_file_path') or node['name']}", 1),
+            Location(f"{project.path}/{node.get('original_file_path') or node['name']}", 1, 1),
             "nothing to do if lineage after a build is enough; else compute the queried value in the model's SQL or a var",
             severity="warning",
         ))  # fmt: skip
