@@ -27,7 +27,7 @@ class PostgresEngine:
         self.session = session
         self.path = step.path  # named when the connection fails
         # the connection the step's target names (``datatable://<name>/…``), else the default one
-        self.name = step.uri.split("://", 1)[1].split("/", 1)[0] if uris.kind_of(step.uri) == uris.Kind.DATATABLE else "default"
+        self.name = uris.parse(step.uri).authority if uris.kind_of(step.uri) == uris.Kind.DATATABLE else "default"
         self.pg: Any = None
 
     def open(self, events: tuple[Event, ...] | None) -> None:

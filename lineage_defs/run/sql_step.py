@@ -30,15 +30,13 @@ from lineage_defs.run.duckdb_engine import DuckDBEngine
 from lineage_defs.run.engine import SLICE, SqlEngine, stage_table
 from lineage_defs.run.events import RunBatch
 from lineage_defs.run.inputs import missing_after_failure, missing_partitions, not_there_yet
-from lineage_defs.run.quoting import ident
 from lineage_defs.run.postgres_engine import PostgresEngine
+from lineage_defs.run.quoting import ident
 from lineage_defs.run.script import checked_step
 from lineage_defs.run.substrates import Session
 from lineage_defs.run.write import write
 from lineage_defs.run.write.base import WriteRequest, WriteResult
 from lineage_defs.settings import LineageSettings
-
-__all__ = ["SLICE", "SliceResult", "StepRunner", "unused_defaults", "write_request"]
 
 # The engine a step's language runs on (every other language's statements, a Python step's write, are DuckDB's).
 ENGINES: dict[Language, type[SqlEngine]] = {Language.POSTGRES: PostgresEngine}
