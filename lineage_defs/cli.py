@@ -292,6 +292,10 @@ def cmd_events(args: argparse.Namespace) -> int:
     return 0
 
 
+def _folder_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+
+
 def main(argv: list[str] | None = None) -> int:
     from lineage_defs.demo.send import EXAMPLE_DAY
 
@@ -312,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--lang", choices=list(_EXT), required=True)
     n.add_argument("--output", choices=[*_OUTPUTS, "none"], required=True)
     n.add_argument("--partitioned", choices=["daily", "hourly", "weekly", "monthly"])
-    n.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    _folder_arg(n)
     n.set_defaults(fn=cmd_new)
     ch = sub.add_parser("changed", help="assets whose code changed, as a Dagster selection (with +, and everything downstream)")
     ch.add_argument("args", nargs="*", metavar="[folder] [+]", help="the pipelines folder; '+' adds everything downstream")
@@ -322,14 +326,14 @@ def main(argv: list[str] | None = None) -> int:
     im.add_argument("column", metavar="ASSET_URI.COLUMN", help="e.g. ducklake://main/orders.amount_eur")
     im.add_argument("--upstream", action="store_true", help="where the column comes from instead of where it goes")
     im.add_argument("--json", action="store_true", help="the answer as JSON (docs/impact.md)")
-    im.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    _folder_arg(im)
     im.set_defaults(fn=cmd_impact)
     df = sub.add_parser("diff", help="changed steps' output columns, classified breaking / non-breaking / metadata only; exit 1 on breaking")
     since = df.add_mutually_exclusive_group(required=True)
     since.add_argument("--since", metavar="GIT_REF", help="compare with the plan of the pipelines folder at this commit")
     since.add_argument("--against-instance", action="store_true", help="compare with each asset's last materialized dagster/column_schema in $DAGSTER_HOME")
     df.add_argument("--json", action="store_true", help="the changes as JSON (docs/impact.md)")
-    df.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    _folder_arg(df)
     df.set_defaults(fn=cmd_diff)
     b = sub.add_parser("backfill", help="launch a partition backfill on a running instance")
     b.add_argument("asset", help="asset URI, e.g. ducklake://main/orders")
@@ -344,14 +348,14 @@ def main(argv: list[str] | None = None) -> int:
     ws = wsub.add_parser("serve", help="receive POST /hooks/<name> for the folder's `on webhook` steps")
     ws.add_argument("--host", default="127.0.0.1")
     ws.add_argument("--port", type=int, default=8787)
-    ws.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    _folder_arg(ws)
     ws.set_defaults(fn=cmd_webhooks_serve)
     em = sub.add_parser("email", help="the e-mail receiver")
     emsub = em.add_subparsers(dest="email_command", required=True)
     es = emsub.add_parser("serve", help="receive mail (SMTP) for the folder's `on email` mailboxes")
     es.add_argument("--host", default="127.0.0.1")
     es.add_argument("--port", type=int, default=2525)
-    es.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    _folder_arg(es)
     es.set_defaults(fn=cmd_email_serve)
     d = sub.add_parser("demo", help="the example with every trigger live (make demo)")
     dsub = d.add_subparsers(dest="demo_command", required=True)

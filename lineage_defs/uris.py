@@ -93,7 +93,7 @@ class Uri:
 
     @property
     def is_parquet(self) -> bool:
-        return self.kind == "s3" and self.path[-1].endswith(".parquet")
+        return self.kind == Kind.S3 and self.path[-1].endswith(".parquet")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -109,23 +109,23 @@ def parse(text: str) -> Uri:
         fix = f"did you mean '{guess}://{rest}'?" if guess else f"use one of {', '.join(k + '://' for k in KINDS)}"
         raise UriError(f"unknown URI kind '{kind}'", fix)
     authority, _, path_text = rest.partition("/")
-    if not authority and kind != "s3":
+    if not authority and kind != Kind.S3:
         authority = DEFAULT_AUTHORITY.get(kind, "")
         if not authority:
             raise UriError(f"{kind}:// needs a name before the path", f"write {kind}://<name>/<table>")
     parts = tuple(path_text.split("/")) if path_text else ()
     if not parts or any(p == "" for p in parts):
         example = {
-            "ducklake": "ducklake://main/orders",
-            "duckdb": "duckdb://warehouse/orders",
-            "datatable": "datatable://crm/customers",
-            "s3": "s3:///raw/orders.parquet",
-            "dbt": "dbt://warehouse/main/orders",
-        }[kind]
+            Kind.DUCKLAKE: "ducklake://main/orders",
+            Kind.DUCKDB: "duckdb://warehouse/orders",
+            Kind.DATATABLE: "datatable://crm/customers",
+            Kind.S3: "s3:///raw/orders.parquet",
+            Kind.DBT: "dbt://warehouse/main/orders",
+        }[Kind(kind)]
         raise UriError(f"'{text}' has no table or object path", f"write e.g. {example}", offset=len(text))
-    if kind == "dbt" and len(parts) != 2:
+    if kind == Kind.DBT and len(parts) != 2:
         raise UriError(f"'{text}' must be dbt://<warehouse>/<schema>/<name>", "write e.g. dbt://warehouse/main/orders")
-    if kind in ("ducklake", "duckdb") and len(parts) != 1:
+    if kind in (Kind.DUCKLAKE, Kind.DUCKDB) and len(parts) != 1:
         raise UriError(f"'{text}' must name exactly one table", f"write {kind}://{authority}/<table>")
     if any(c.isspace() for c in text):
         raise UriError(f"'{text}' contains whitespace", "quote nothing inside a URI; remove the spaces")

@@ -83,5 +83,5 @@ def test_a_model_querying_while_compiling_is_named_and_the_others_keep_their_lin
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "lineage_defs.cli"]
     env = {**{k: v for k, v in os.environ.items() if k != "LINEAGE_PIPELINES_DIR"}, "LINEAGE_STATE_DIR": str(tmp_path / "state2")}
     done = subprocess.run([*cmd, "check", str(pipelines)], capture_output=True, text=True, env=env, timeout=300)
-    assert "shop/dbt/models/discounted.sql:1:0: warning: dbt model discounted cannot be compiled at load time (connection never acquired)" in done.stderr, done.stderr
+    assert "shop/dbt/models/discounted.sql:1:1: warning: dbt model discounted cannot be compiled at load time (connection never acquired)" in done.stderr, done.stderr
     assert "1 warning" in done.stdout, done.stdout

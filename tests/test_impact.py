@@ -17,7 +17,9 @@ import pytest
 
 from dbt_projects import SHOP_FILES, write_files
 from lineage_defs import cli
-from lineage_defs.plan.impact import ColumnGraph, as_json
+from lineage_defs.parse.model import Severity
+from lineage_defs.plan.impact import ColumnGraph, as_json, render
+from lineage_defs.plan.spec import ColumnEdge, DbtStep, DbtTest, EdgeKind, Project
 from lineage_defs.project import load_project
 from lineage_defs.settings import LineageSettings
 
@@ -104,6 +106,23 @@ def test_impact_on_a_generated_project_with_scripts_and_dbt(tmp_path: Path) -> N
     assert down == _golden("shop_orders_amount.json")
     up = _answer(folder, tmp_path / "state", "ducklake://main/report.doubled_revenue", upstream=True)
     assert up == _golden("shop_report_doubled_revenue_upstream.json")
+
+
+def test_a_dbt_test_has_its_yaml_file_and_no_line() -> None:
+    """dbt's manifest names the YAML file declaring a test but not its line: the JSON says null (not 0), the text the file alone."""
+    stg = "dbt://warehouse/main/stg_orders"
+    test = DbtTest("not_null_stg_orders_amount", "test.shop.not_null_stg_orders_amount", Severity.ERROR, column="amount", path="shop/dbt/models/schema.yml")
+    step = DbtStep(
+        name="shop__stg_orders", pipeline="shop", path="shop/dbt/models/stg_orders.sql", description="", outputs=(stg,), deps=(),
+        column_edges=(ColumnEdge("ducklake://main/orders.amount", f"{stg}.amount", EdgeKind.COPY),), output_columns=("amount",),
+        unique_id="model.shop.stg_orders", project="shop/dbt", relation="warehouse.main.stg_orders", resource_type="model", materialized="view", tests=(test,),
+    )  # fmt: skip
+    graph = ColumnGraph.build(Project("p", (step,), ("ducklake://main/orders",)))
+    found = graph.walk("ducklake://main/orders", "amount", False)
+    (entry,) = as_json(graph, "ducklake://main/orders", "amount", False, found)["columns"]  # type: ignore[misc]
+    assert entry["tests"] == [{"asset": stg, "name": "not_null_stg_orders_amount", "file": "shop/dbt/models/schema.yml", "line": None}]
+    assert "      tested by: not_null_stg_orders_amount (shop/dbt/models/schema.yml)" in render(graph, "ducklake://main/orders", "amount", False, found)
+    assert ColumnGraph.from_data(json.loads(json.dumps(graph.to_data()))).tests == graph.tests  # the stored index keeps the null
 
 
 def test_a_second_answer_comes_from_the_index_until_a_file_changes(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,6 +30,7 @@ from lineage_defs.dbt.project import DbtProject
 from lineage_defs.dbt.selection import groups, selection_args
 from lineage_defs.parse.model import Severity
 from lineage_defs.plan.spec import DbtStep
+from lineage_defs.uris import Kind
 
 _COMPUTE_SIGNATURE = inspect.Signature([inspect.Parameter("context", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
 UNIQUE_ID_KEY = "dagster_dbt/unique_id"  # dagster-dbt's own metadata key for a node's (or test's) unique id
@@ -83,7 +84,8 @@ def _checks(s: DbtStep, ctx: BuildContext) -> list[AssetCheckSpec]:
 
 def project_assets(project: DbtProject, steps: Sequence[DbtStep], ctx: BuildContext) -> list[AssetsDefinition]:
     """The multi-assets of one dbt project (models cascade like `trigger any` scripts)."""
-    kinds = {"dbt", "duckdb"} if project.default_profile else {"dbt"}
+    # Dagster kind tags: dbt, and DuckDB where the default profile builds the models into the embedded warehouse
+    kinds = {Kind.DBT.dagster_kind, Kind.DUCKDB.dagster_kind} if project.default_profile else {Kind.DBT.dagster_kind}
     parts = groups(steps)
     root = ctx.root
     out = []

@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Set as AbstractSet
 from typing import Any
 
+from lineage_defs import uris
 from lineage_defs.dbt.project import DbtProject
 from lineage_defs.dbt.relations import node_relation
 from lineage_defs.dbt.selection import dbt_parents
@@ -60,7 +61,7 @@ def catalog(project: DbtProject, settings: LineageSettings, lake: bool = True) -
     of a second) is attached only when ``lake`` says a relation is there.
     """
     if project.default_profile:
-        with Session(settings, skip=frozenset() if lake else frozenset({"ducklake://main"})) as session:
+        with Session(settings, skip=frozenset() if lake else frozenset({uris.DEFAULT_CATALOGS["lake"]})) as session:
             yield session.conn
         return
     if project.adapter != "duckdb" or not project.database_files:
@@ -95,7 +96,7 @@ def relations_to_read(
             relation = node_relation(node)
             relations.add(relation)
             uri = node_uris.get(u, "")
-            if u in sources and uri in step_uris and not uri.startswith("dbt://"):
+            if u in sources and uri in step_uris and uris.kind_of(uri) != uris.Kind.DBT:
                 captured = captured_schema(settings, uri, instance)
                 if captured:
                     known[relation] = captured

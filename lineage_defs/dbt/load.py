@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lineage_defs import uris
 from lineage_defs.dbt.model_lineage import LineageInputs, with_lineage
 from lineage_defs.dbt.nodes import dbt_steps, relation_aliases
 from lineage_defs.dbt.project import DbtProject, discover, open_project
@@ -41,7 +42,7 @@ class DbtLoad:
         owners = {db: p for p in self.projects for db in p.own_databases}
         attach: dict[str, str] = {}
         for d in step.deps if owners else ():
-            db = d.uri.split("://", 1)[1].split("/", 1)[0] if d.uri.startswith("dbt://") else ""
+            db = uris.parse(d.uri).authority if uris.kind_of(d.uri) == uris.Kind.DBT else ""
             project = owners.get(db)
             if project is None:
                 continue
@@ -92,7 +93,7 @@ def _located(step: ScriptStep, catalog: str, line: int) -> Location:
             before = st.sql[: m.start()]
             text = st.sql.splitlines()[before.count("\n")] if st.sql else ""
             return Location(step.path, st.line + before.count("\n"), m.start() - (before.rfind("\n") + 1) + 1, text, len(catalog))
-    return Location(step.path, line or 1)
+    return Location(step.path, line or 1, 1)
 
 
 # Cached for a model whose SQL needs more of dbt than load-time rendering has (its lineage comes from the run).
@@ -135,7 +136,7 @@ def _uncompiled_warnings(project: DbtProject, nodes: Mapping[str, Any]) -> list[
         out.append(SpecError(
             f"dbt model {node['name']} cannot be compiled at load time ({reason}): a macro it calls queries the database while compiling, "
             "so its column lineage is known only after a build; the project's other models are compiled without it",
-            Location(f"{project.path}/{node.get('original_file_path') or node['name']}", 1),
+            Location(f"{project.path}/{node.get('original_file_path') or node['name']}", 1, 1),
             "nothing to do if lineage after a build is enough; else compute the queried value in the model's SQL or a var",
             severity="warning",
         ))  # fmt: skip

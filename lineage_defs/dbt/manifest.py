@@ -345,7 +345,7 @@ def parse_project(
                               env={**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}, capture_output=True, text=True)  # fmt: skip
         manifest_path = Path(tmp) / "manifest.json"
         if done.returncode != 0 or not manifest_path.exists():
-            where = Location(f"{rel}/dbt_project.yml", 1)
+            where = Location(f"{rel}/dbt_project.yml", 1, 1)
             if "No module named 'dbt" in done.stderr:
                 return None, [SpecError("dbt-core is not installed", where, "install the dbt extra: pip install 'lineage_defs[dbt]'")]
             return None, [SpecError(_dbt_error(done), where, "fix the dbt project (run `dbt parse` in it to see the full error)")]

@@ -114,7 +114,7 @@ def dbt_steps(projects: Sequence[tuple[DbtProject, Mapping[str, Any]]], names: s
                     description=node.get("description") or f"dbt {node['resource_type']} {node['name']} ({project.name}).",
                     outputs=(uri,),
                     deps=tuple(Dep(d, False) for d in _upstreams(node, all_nodes, sources, uri_of) if d != uri),
-                    partitioning=_partitioning(mb, Location(rel, 1), errors) if mb else None,
+                    partitioning=_partitioning(mb, Location(rel, 1, 1), errors) if mb else None,
                     tags=tuple(str(t) for t in node.get("tags") or ()),
                     output_columns=tuple(node["columns"]) if node.get("columns") else None,
                     # the model's own code (manifest.code_versions) and the project's vars

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lineage_defs import uris
 from lineage_defs.dbt.config import DbtConfig, parse_lineage_yml
 from lineage_defs.dbt.manifest import own_target, parse_project, profiles_dir
 from lineage_defs.dbt.relations import ASSET_TYPES, is_asset, model_uri, source_uri
@@ -55,7 +56,7 @@ class DbtProject:
         """The databases of a project on its own profile: where its nodes' and sources' relations live."""
         if self.default_profile:
             return ()
-        return tuple(sorted({u.split("://", 1)[1].split("/", 1)[0] for _, u in self.node_uris if u.startswith("dbt://")}))
+        return tuple(sorted({uris.parse(u).authority for _, u in self.node_uris if uris.kind_of(u) == uris.Kind.DBT}))
 
     def project_dir(self, pipelines_dir: str | Path) -> Path:
         return Path(pipelines_dir) / self.path
@@ -125,7 +126,7 @@ def open_project(root: Path, pipeline: str, folder: Path, settings: LineageSetti
     try:
         profiles, is_default = profiles_dir(folder, settings, config.threads)
     except Exception as e:  # a dbt_project.yml that is not YAML
-        return Opened(None, {}, [SpecError(f"cannot read dbt_project.yml: {e}", Location(f"{rel}/dbt_project.yml", 1), "fix the YAML")])
+        return Opened(None, {}, [SpecError(f"cannot read dbt_project.yml: {e}", Location(f"{rel}/dbt_project.yml", 1, 1), "fix the YAML")])
     parsed, errs = parse_project(folder, rel, profiles, config.cli_args(), settings.cache_dir, (config.select, config.exclude, config.selector))
     errors.extend(errs)
     if parsed is None:

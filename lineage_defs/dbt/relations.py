@@ -86,7 +86,7 @@ def own_catalogs(node_uris: Iterable[tuple[str, str]], default_profile: bool) ->
     aliases: dict[str, str] = {}
     for _, uri in node_uris:
         u = uris.parse(uri)
-        if u.kind == "dbt":
+        if u.kind == uris.Kind.DBT:
             databases.add(u.authority)
             aliases[table_uri(f"duckdb://{u.authority}", u.path[0], u.path[1])] = uri
     prelude = "".join(f"ATTACH 'duckdb://{db}' AS \"{db}\";\n" for db in sorted(databases))

@@ -8,6 +8,8 @@ from typing import Any
 from dagster import AssetKey, AssetSpec
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings
 
+from lineage_defs.uris import Kind
+
 
 class LineageDbtTranslator(DagsterDbtTranslator):
     """dagster-dbt's event stream mapped to the plan: keys by unique id (nodes and sources)."""
@@ -22,7 +24,7 @@ class LineageDbtTranslator(DagsterDbtTranslator):
         if key is not None:
             return key
         p = dbt_resource_props
-        return AssetKey(["dbt", str(p.get("database") or "dbt"), str(p.get("schema") or "main"), str(p.get("alias") or p.get("identifier") or p["name"])])
+        return AssetKey([Kind.DBT.value, str(p.get("database") or "dbt"), str(p.get("schema") or "main"), str(p.get("alias") or p.get("identifier") or p["name"])])
 
     def get_asset_spec(self, manifest: Mapping[str, Any], unique_id: str, project: Any) -> AssetSpec:
         # dagster-dbt only needs a node's key when it reports events; the specs come from the plan

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from lineage_defs.errors import AnnotationError, Location, did_you_mean
+from lineage_defs.uris import Kind, kind_of
 from lineage_defs.parse.header import leading_comments
 from lineage_defs.parse.hooks import HANDLERS as HOOK_HANDLERS
 from lineage_defs.parse.line import _Builder, _Line
@@ -323,7 +324,7 @@ def _materialize(ln: _Line, args: list[Token]) -> None:
         ln.error(tok, "'track=' and 'updated_at=' are two ways to detect changes", "keep one")
     if m.manual and (m.key or m.append or m.history):
         ln.error(args[0], "a manual target is written by the script itself", "drop key=/append/history, or drop 'manual' for a managed write")
-    if uri.startswith("dbt://"):
+    if kind_of(uri) == Kind.DBT:
         ln.error(uri_tok, "dbt models are built by dbt, not by scripts", "materialize a ducklake://, duckdb://, datatable:// or s3:// asset")
     ln.b.values["materialize"] = m
 

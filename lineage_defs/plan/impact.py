@@ -41,7 +41,7 @@ class TestRef:
     asset: str  # the asset the test is attached to
     name: str  # the asset check's name
     path: str  # the file declaring it (relative to the pipelines folder)
-    line: int  # 0 when unknown
+    line: int | None  # None when unknown (a dbt test: its manifest records the YAML file, not the line)
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class ColumnGraph:
     def _add_tests(self, s: ScriptStep | DbtStep) -> None:
         if isinstance(s, ScriptStep):
             for t in s.tests:
-                line = t.at.line if t.at else 0
+                line = t.at.line if t.at else None
                 if t.column:
                     self._test(f"{s.uri}.{t.column}", TestRef(s.uri, t.name, s.path, line))
                 if t.ref_uri and t.ref_column:  # relationships: reads the referenced column too
@@ -128,7 +128,7 @@ class ColumnGraph:
         else:
             for dt in s.tests:
                 if dt.column:
-                    self._test(f"{dt.asset or s.uri}.{dt.column}", TestRef(dt.asset or s.uri, dt.name, dt.path or s.path, dt.line))
+                    self._test(f"{dt.asset or s.uri}.{dt.column}", TestRef(dt.asset or s.uri, dt.name, dt.path or s.path, dt.line or None))
 
     def _test(self, node: str, ref: TestRef) -> None:
         self.tests.setdefault(node, []).append(ref)

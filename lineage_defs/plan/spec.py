@@ -202,7 +202,7 @@ class DbtTest:
     select: str = ""
     column: str = ""  # the column a column-level test reads ("" for a model-level one)
     path: str = ""  # the YAML file declaring it, relative to the pipelines folder
-    line: int = 0  # where in it (0: unknown)
+    line: int = 0  # where in it (0: unknown — dbt's manifest records the file, not the line)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from lineage_defs.parse.model import TestKind
 from lineage_defs.plan.spec import PARTITION_COLUMN, ScriptStep, Strategy
 from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate_by_partition
 from lineage_defs.run.context import PartitionWindow, bind_params, resolve_token
-from lineage_defs.run.sql_step import SLICE, SliceResult, StepRunner, write_request
+from lineage_defs.run.engine import SLICE
+from lineage_defs.run.sql_step import SliceResult, StepRunner, write_request
 from lineage_defs.run.write import write
 from lineage_defs.run.write.base import WriteRequest, WriteResult
 from lineage_defs.settings import LineageSettings

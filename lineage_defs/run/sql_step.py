@@ -1,9 +1,11 @@
 """Run a SQL step for one or more partitions: setup statements, then the trailing
 SELECT staged as the slice, audited and written by the step's strategy.
 
-DuckDB steps run in-process on a ``Session``. PostgreSQL steps (``.pg.sql``)
-run their statements on the server with psycopg; the trailing SELECT's rows
-are staged into the session and written like any other slice.
+The statements run on the step's engine (``engine.SqlEngine``), chosen once
+by its language: DuckDB steps in-process on a ``Session`` (``duckdb_engine``),
+PostgreSQL steps (``.pg.sql``) on the server (``postgres_engine``), whose
+trailing SELECT's rows are staged into the session and written like any other
+slice.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_cu
 from lineage_defs.run.compile import Compiled, compile_statement, uses_substrates
 from lineage_defs.run.context import PartitionWindow, resolve_token
 from lineage_defs.run.contract import SliceReport
-from lineage_defs.run.events import RunBatch, stage_events, stage_events_postgres
+from lineage_defs.run.duckdb_engine import DuckDBEngine
+from lineage_defs.run.engine import SLICE, SqlEngine, stage_table
+from lineage_defs.run.events import RunBatch
 from lineage_defs.run.inputs import missing_after_failure, missing_partitions, not_there_yet
+from lineage_defs.run.postgres_engine import PostgresEngine
 from lineage_defs.run.quoting import ident
 from lineage_defs.run.script import checked_step
 from lineage_defs.run.substrates import Session
@@ -33,7 +38,8 @@ from lineage_defs.run.write import write
 from lineage_defs.run.write.base import WriteRequest, WriteResult
 from lineage_defs.settings import LineageSettings
 
-SLICE = "__lineage_slice"
+# The engine a step's language runs on (every other language's statements, a Python step's write, are DuckDB's).
+ENGINES: dict[Language, type[SqlEngine]] = {Language.POSTGRES: PostgresEngine}
 
 
 @dataclass
@@ -133,11 +139,11 @@ class StepRunner:
         step = checked_step(settings, step)  # the statements of the script file it was planned from, never the cache's
         self.step = step
         self.batch = batch  # a triggered run's events: `_events`, and the id the write records
-        stmts = _statements(step)
-        own = uses_substrates([s for s, _, _ in stmts], Language.POSTGRES if step.language == Language.POSTGRES else Language.DUCKDB)
+        engine = ENGINES.get(step.language, DuckDBEngine)
+        own = uses_substrates([s for s, _, _ in _statements(step)], engine.language)
         self.owns_session = session is None
         self.session = session or Session(settings, skip=frozenset(own) | unused_defaults(step))
-        self.pg: Any = None
+        self.engine: SqlEngine = engine(settings, step, self.session)
         # state kept across the partitions of one range, declared here rather than found by getattr
         self.staged_rows: int | None = None  # rows of the Arrow table ``stage_arrow`` staged (runtime.write)
         self._select_columns: dict[str, tuple[tuple[str, str], ...]] = {}  # the range's SELECT → its bound columns
@@ -149,8 +155,7 @@ class StepRunner:
             raise
 
     def close(self) -> None:
-        if self.pg is not None:
-            self.pg.close()
+        self.engine.close()
         if self.owns_session:
             self.session.close()
 
@@ -165,38 +170,17 @@ class StepRunner:
         conn = self.session.conn
         for catalog, file in self.step.attach:  # a dbt project's own DuckDB database this script reads
             self.session.attach_file(file, catalog, Location(self.step.path))
+        macros = DuckDBEngine(self.settings, self.step, self.session)  # macro libraries are DuckDB's, whatever the step's engine
         for lib in self.step.uses:
             for st in script_statements(Path(self.settings.pipelines_dir) / lib):
-                c = compile_statement(st.sql, "duckdb", None, self.session.object_path, macro=True)
-                self._run(c, Location(lib, st.line), lib)
+                macros.execute(compile_statement(st.sql, "duckdb", None, self.session.object_path, macro=True), Location(lib, st.line))
         self.session.use_warehouse()
         triggered = self.batch is not None or bool(self.step.events)
-        if triggered and self.step.language != Language.POSTGRES:
-            stage_events(self.session.conn, self.batch.events if self.batch else ())
+        self.engine.open((self.batch.events if self.batch else ()) if triggered else None)
         # Only scripts that create objects in setup statements need them dropped
         # between partitions (a catalog query per partition otherwise).
         self.needs_reset = any(k not in ("query", "set", "attach", "use") for _, _, k in _statements(self.step)[:-1])
         self.base_temps = _temp_objects(conn) if self.needs_reset else set()
-        if self.step.language == Language.POSTGRES:
-            import psycopg
-
-            name = self.step.uri.split("://", 1)[1].split("/", 1)[0] if self.step.uri.startswith("datatable://") else "default"
-            failure = None
-            try:
-                self.pg = psycopg.connect(self.settings.dsn(name), autocommit=False)
-            except psycopg.Error as e:
-                failure = self.session.redact(str(e))
-            if failure is not None:  # raised outside the handler: no chained error quoting the DSN
-                raise RunError(f"could not connect to PostgreSQL for datatable://{name}: {failure}", Location(self.step.path),
-                               f"check LINEAGE_PG_DSN_{name.upper()} / LINEAGE_PG_DSN")
-            if triggered:
-                stage_events_postgres(self.pg, self.batch.events if self.batch else ())
-
-    def _run(self, c: Compiled, where: Location, path: str | None = None) -> None:
-        if c.attach:
-            self.session.attach(*c.attach)
-            return
-        self.session.execute(c.sql, c.params, where)
 
     def _reset(self) -> None:
         """Drop temp objects the previous partition's setup statements created."""
@@ -215,10 +199,7 @@ class StepRunner:
         result = SliceResult(window.key if window else None, target)
         try:
             self._reset()
-            if self.step.language == Language.POSTGRES:
-                self._run_postgres(window, result)
-            else:
-                self._run_duckdb(window, result)
+            self._run_statements(window, result)
         except BaseException as e:  # reported per partition; the caller decides whether to go on
             err: BaseException = e
             if isinstance(e, RunError) and e.location is None and self.step.statements:
@@ -227,8 +208,7 @@ class StepRunner:
                 err = RunError(e.message, self._where(self.step.statements[-1].line), e.fix)
                 err.__cause__ = e
             result.error = self._explain(err, window)
-            if self.pg is not None:
-                self.pg.rollback()
+            self.engine.rollback()
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
         result.seconds = time.perf_counter() - t0
@@ -246,7 +226,8 @@ class StepRunner:
         said = said.removeprefix("statement failed: ")  # a data test's failure keeps the test's name
         return not_there_yet(missing, e.location, window, f"engine said: {said}")
 
-    def _compiled(self, window: PartitionWindow | None, dialect: str = "duckdb", paramstyle: str = "dollar") -> list[tuple[Compiled, int, str]]:
+    def _compiled(self, window: PartitionWindow | None) -> list[tuple[Compiled, int, str]]:
+        dialect, paramstyle = self.engine.language.value, self.engine.paramstyle
         out = []
         for sql, line, kind in _statements(self.step):
             try:
@@ -263,28 +244,26 @@ class StepRunner:
         first = next((t for t in text.splitlines() if t.strip()), "")
         return Location(self.step.path, line, 1, first, len(first.rstrip()) or 1)
 
-    def _run_duckdb(self, window: PartitionWindow | None, result: SliceResult) -> None:
+    def _run_statements(self, window: PartitionWindow | None, result: SliceResult) -> None:
         compiled = self._compiled(window)
         managed = self.step.strategy != Strategy.MANUAL
         body = compiled[:-1] if managed else compiled
         for c, line, _ in body:
-            self._run(c, self._where(line))
+            self.engine.execute(c, self._where(line))
             if c.sql:
                 result.sql.append(c.sql)
         if not managed:
+            self.engine.commit()
             self._manual_checks(window, result)
             return
         last, line, _ = compiled[-1]
-        select = last.sql.rstrip().rstrip(";")
-        if self.unstaged(result.target):
+        if self.engine.in_session and self.unstaged(result.target):
             # Nothing audits the slice and the strategy reads it once: its INSERT runs
             # the SELECT itself (no staging copy).
+            select = last.sql.rstrip().rstrip(";")
             self._write(window, result, None, (f"({select})", last.params), self._columns(select, last.params, line))
             return
-        stage = f"CREATE OR REPLACE TEMP TABLE {SLICE} AS {select}"
-        staged = self.session.execute(stage, last.params, self._where(line)).fetchone()
-        result.sql.append(stage)
-        self._write(window, result, int(staged[0]) if staged else None)
+        self._write(window, result, self.engine.stage(last, self._where(line), result.sql))
 
     def _columns(self, select: str, params: dict[str, Any], line: int) -> tuple[tuple[str, str], ...]:
         """The SELECT's columns, bound once per range (binding a lake scan reads its catalog).
@@ -311,49 +290,9 @@ class StepRunner:
             and uris.is_table(target)
         )
 
-    def _run_postgres(self, window: PartitionWindow | None, result: SliceResult) -> None:
-        compiled = self._compiled(window, "postgres", "pyformat")
-        managed = self.step.strategy != Strategy.MANUAL
-        with self.pg.cursor() as cur:
-            for c, line, _ in compiled[:-1] if managed else compiled:
-                try:
-                    cur.execute(c.sql, c.params or None)
-                except Exception as e:
-                    raise RunError(f"statement failed: {e}", self._where(line), "fix the statement shown above") from e
-                result.sql.append(c.sql)
-            if not managed:
-                self.pg.commit()
-                self._manual_checks(window, result)
-                return
-            last, line, _ = compiled[-1]
-            try:
-                cur.execute(last.sql, last.params or None)
-                description = list(cur.description or ())
-                rows = cur.fetchall()
-            except Exception as e:
-                raise RunError(f"statement failed: {e}", self._where(line), "fix the statement shown above") from e
-            result.sql.append(last.sql)
-        self.pg.rollback()  # the SELECT's session state is not the write; the write goes through the target
-        from lineage_defs.run.pg_arrow import arrow_table
-
-        def type_name(oid: int) -> str | None:
-            info = self.pg.adapters.types.get(oid)  # an array's oid gives its element's info
-            if info is None:
-                return None
-            return f"_{info.name}" if oid == info.array_oid and oid != info.oid else str(info.name)
-
-        table = arrow_table(description, rows, type_name)
-        self.stage_arrow(table)
-        self._write(window, result, table.num_rows)
-
     def stage_arrow(self, table: Any) -> None:
         self.staged_rows = int(table.num_rows)
-        conn = self.session.conn
-        conn.register("__lineage_arrow", table)
-        try:
-            conn.execute(f"CREATE OR REPLACE TEMP TABLE {SLICE} AS SELECT * FROM __lineage_arrow")
-        finally:
-            conn.unregister("__lineage_arrow")
+        stage_table(self.session.conn, table)
 
     def write_slice(self, window: PartitionWindow | None) -> SliceResult:
         """Write the staged slice (the Python helper's path): audit, write, report."""
@@ -423,7 +362,7 @@ class StepRunner:
         """A manual step wrote its target itself: test the target afterwards (no rollback possible)."""
         if not self.step.tests:
             return
-        target = self.session.table_sql(result.target) if not result.target.startswith("s3://") else None
+        target = self.session.table_sql(result.target) if uris.kind_of(result.target) != uris.Kind.S3 else None
         if target is None:
             return
         try:

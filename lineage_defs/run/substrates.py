@@ -93,7 +93,7 @@ class Session:
     def is_embedded(self, substrate: str) -> bool:
         """A DuckDB file under the state dir (one writer process at a time)."""
         kind, _, name = substrate.partition("://")
-        return kind == "duckdb" or (kind == "ducklake" and name == "main" and not self.settings.ducklake_catalog)
+        return kind == uris.Kind.DUCKDB or (kind == uris.Kind.DUCKLAKE and name == "main" and not self.settings.ducklake_catalog)
 
     def __enter__(self) -> Session:
         return self
@@ -107,7 +107,7 @@ class Session:
         kind, _, name = substrate.partition("://")
         name = name.strip("/") or uris.DEFAULT_AUTHORITY.get(kind, "")
         s = self.settings
-        if kind == "ducklake":
+        if kind == uris.Kind.DUCKLAKE:
             if name != "main":
                 catalog = s.ducklake_catalogs.get(name.lower())
                 if not catalog:
@@ -122,11 +122,11 @@ class Session:
             if data and data.startswith("s3://"):
                 self.configure_s3()
             return f"ATTACH {literal('ducklake:' + catalog)} AS {ident(alias)}{opts}"
-        if kind == "duckdb":
+        if kind == uris.Kind.DUCKDB:
             path = s.database_file(name)
             path.parent.mkdir(parents=True, exist_ok=True)
             return f"ATTACH {literal(str(path))} AS {ident(alias)}"
-        if kind == "datatable":
+        if kind == uris.Kind.DATATABLE:
             self.conn.execute("LOAD postgres")
             return f"ATTACH {literal(s.dsn(name))} AS {ident(alias)} (TYPE postgres)"
         raise RunError(f"cannot ATTACH '{substrate}'", fix="attach ducklake://<lake>, duckdb://<db> or datatable://<name>")
@@ -195,7 +195,7 @@ class Session:
         """The qualified SQL name of an asset's table in this connection."""
         u = uris.parse(uri)
         alias = self.alias_for(uri)
-        if u.kind == "datatable":
+        if u.kind == uris.Kind.DATATABLE:
             schema, table = (u.path[0], u.path[1]) if len(u.path) == 2 else ("public", u.path[-1])
             return f"{ident(alias)}.{ident(schema)}.{ident(table)}"
         schema, _, table = u.table.rpartition(".")
@@ -243,7 +243,7 @@ class Session:
         and a cheap lookup instead of a catalog query); the lake's current one if
         this connection has committed nothing yet.
         """
-        if not any(a == alias and s.startswith("ducklake://") for s, a in self.aliases.items()):
+        if not any(a == alias and uris.kind_of(s) == uris.Kind.DUCKLAKE for s, a in self.aliases.items()):
             return None
         if committed_here:
             row = self.conn.execute(f"SELECT id FROM ducklake_last_committed_snapshot({literal(alias)})").fetchone()
