@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from lineage_defs import uris
 from lineage_defs.errors import RunError
@@ -29,6 +30,7 @@ from lineage_defs.triggers import sources  # the trigger sources' rows: plain da
 
 DEFAULT_PIPELINES_DIR = "pipelines"
 DEFAULT_STATE_DIR = ".lineage"
+DEFAULT_UI_URL = "http://127.0.0.1:3000"
 
 
 class OnInvalid(str, Enum):
@@ -62,6 +64,8 @@ ENV_VARS = {
     "celery_broker_url": "LINEAGE_CELERY_BROKER_URL",
     "celery_backend_url": "LINEAGE_CELERY_BACKEND_URL",
     "email_max_bytes": "LINEAGE_EMAIL_MAX_BYTES",
+    "ui_url": "LINEAGE_UI_URL",
+    "docs_url": "LINEAGE_DOCS_URL",
 }
 # Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
 ENV_PREFIXES = {
@@ -140,6 +144,10 @@ class LineageSettings:
     # -- OpenLineage (the client itself is configured its own way: OPENLINEAGE_URL, openlineage.yml)
     openlineage_namespace: str = "lineage_defs"  # the jobs' namespace
     openlineage_timeout: float = 1.0  # seconds a run may wait at its end for events still being sent
+    # -- the lineage explorer (``lineage-defs docs``): the Dagster UI its pages link to (LINEAGE_UI_URL, else
+    # DAGSTER_WEBSERVER_URL), and where the built site is published (set: each asset's description links to its page)
+    ui_url: str = DEFAULT_UI_URL
+    docs_url: str | None = None
     # Secret fields that came from the environment, by field → variable: the Dagster
     # resource passes them as EnvVars, so the UI shows the variable's name.
     secret_env: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -180,6 +188,7 @@ class LineageSettings:
             values["definitions"] = tuple(d.strip() for d in values["definitions"].split(",") if d.strip())
         if "openlineage_timeout" in values:
             values["openlineage_timeout"] = _seconds(values["openlineage_timeout"], "LINEAGE_OPENLINEAGE_TIMEOUT")
+        values["ui_url"] = (values.get("ui_url") or e.get("DAGSTER_WEBSERVER_URL") or DEFAULT_UI_URL).rstrip("/")
         values["state_dir"] = os.path.abspath(values.get("state_dir", DEFAULT_STATE_DIR))
         values["pipelines_dir"] = os.path.abspath(values.get("pipelines_dir", DEFAULT_PIPELINES_DIR))
         return cls(**values, secret_env=secret_env)
@@ -228,6 +237,12 @@ class LineageSettings:
     def events_where(self) -> str:
         """The event store for messages: its file, or which variable names the database (never the DSN: it may hold a password)."""
         return "the PostgreSQL event store (LINEAGE_EVENTS_DSN)" if self.events_dsn else str(self.events_store)
+
+    def docs_link(self, uri: str) -> str | None:
+        """The explorer's page of the asset ``uri`` under ``docs_url`` (None when it is not set)."""
+        if not self.docs_url:
+            return None
+        return f"{self.docs_url.rstrip('/')}/#/asset/{quote(uri, safe='')}"
 
     @property
     def schemas_dir(self) -> Path:
