@@ -135,7 +135,7 @@ def docs_build(pipelines: Path, site: Path, env: dict[str, str], repeat: int) ->
         runs.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-    files = sum(1 for _ in (site / "data" / "a").iterdir())
+    files = sum(1 for _ in (site / "data" / "a").iterdir())  # shards of a few assets each
     size = sum(f.stat().st_size for f in (site / "data").rglob("*.json"))
     index = (site / "data" / "index.json").stat().st_size
     settings = LineageSettings(state_dir=env["LINEAGE_STATE_DIR"], pipelines_dir=str(pipelines))

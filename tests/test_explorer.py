@@ -29,7 +29,7 @@ from dagster import AssetKey, AssetMaterialization, DagsterInstance, TableColumn
 from conftest import free_port
 from lineage_defs import build_definitions, cli
 from lineage_defs.errors import RunError
-from lineage_defs.explorer.build import MARKER, asset_id, build_site, dagster_url
+from lineage_defs.explorer.build import MARKER, shard_of, build_site, dagster_url
 from lineage_defs.plan.impact import ColumnGraph
 from lineage_defs.plan.spec import Project
 from lineage_defs.project import load_project
@@ -57,18 +57,19 @@ def project(scripts: Path) -> Project:
 def _site(project: Project, out: Path, **settings: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     build_site(project, out, LineageSettings(**settings))
     index = json.loads((out / "data" / "index.json").read_text())
-    files = {uri: json.loads((out / "data" / "a" / f"{fid}.json").read_text()) for uri, fid, _, _ in index["assets"]}
+    files = {uri: json.loads((out / "data" / "a" / f"{shard}.json").read_text())[uri] for uri, shard, _, _ in index["assets"]}
     return index, files
 
 
-def test_one_file_per_asset_and_a_search_index_of_every_column(project: Project, tmp_path: Path) -> None:
+def test_every_asset_in_its_shard_and_a_search_index_of_every_column(project: Project, tmp_path: Path) -> None:
     index, files = _site(project, tmp_path / "site")
     graph = ColumnGraph.build(project)
     expected = set(graph.columns) | {u for s in project.steps for u in s.outputs} | set(project.externals)
     assert set(files) == expected and len(index["assets"]) == len(expected)
-    assert len(list((tmp_path / "site" / "data" / "a").iterdir())) == len(expected)
-    for uri, fid, kind, cols in index["assets"]:
-        assert fid == asset_id(uri) and files[uri]["kind"] == kind
+    shards = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "site" / "data" / "a").iterdir()}
+    assert sorted(u for docs in shards.values() for u in docs) == sorted(expected)  # each asset once
+    for uri, shard, kind, cols in index["assets"]:
+        assert shard == shard_of(uri) and uri in shards[shard] and files[uri]["kind"] == kind
         assert cols == [c["name"] for c in files[uri]["columns"]]
         assert set(graph.columns.get(uri, ())) <= set(cols)
     kinds = {uri: kind for uri, _, kind, _ in index["assets"]}
@@ -145,12 +146,12 @@ def test_the_last_materialization_gives_status_and_types(scripts: Path, tmp_path
     assert cli.main(["docs", "build", str(site), "--folder", str(scripts)]) == 0
     index = json.loads((site / "data" / "index.json").read_text())
     assert index["instance"] is True
-    orders = json.loads((site / "data" / "a" / f"{asset_id(ORDERS)}.json").read_text())
+    orders = json.loads((site / "data" / "a" / f"{shard_of(ORDERS)}.json").read_text())[ORDERS]
     assert orders["last"]["status"] == "materialized" and orders["last"]["partition"] == "2025-01-02"
     assert abs(orders["last"]["time"] - time.time()) < 600 and orders["last"]["run_url"].endswith("/runs/" + orders["last"]["run_id"])
     types = {c["name"]: (c["type"], c["typed_by"]) for c in orders["columns"]}
     assert types["amount_eur"] == ("DECIMAL(12,2)", "last run") and types["order_date"] == ("DATE", "plan")
-    never = json.loads((site / "data" / "a" / f"{asset_id('ducklake://main/daily_revenue')}.json").read_text())
+    never = json.loads((site / "data" / "a" / f"{shard_of('ducklake://main/daily_revenue')}.json").read_text())["ducklake://main/daily_revenue"]
     assert never["last"] is None
 
 

@@ -1,7 +1,8 @@
-"""``lineage-defs docs build``: the plan (and the instance's last runs) → a static site, one JSON file per asset.
+"""``lineage-defs docs build``: the plan (and the instance's last runs) → a static site, the assets' JSON in small files.
 
 The page (``static/``) loads ``data/index.json`` — every asset's URI, file and
-columns, for the search — and then only the file of the asset it shows. The
+columns, for the search — and then only the file of the asset it shows
+(``data/a/<shard>.json``: the assets whose URI hashes there, a few per file). The
 graph of an asset page is its neighbourhood, read from its own file (each
 column's edges in and out name the neighbours' columns). Clicking a column
 walks the edges from file to file (``static/app.js``), with the rules of
@@ -34,7 +35,8 @@ from lineage_defs.plan.spec import AnyStep, DbtStep, Project, ScriptStep
 from lineage_defs.settings import LineageSettings
 
 VERSION = 1
-MARKER = "lineage-explorer.json"  # a folder holding it is a site this command built (and may rebuild)
+MARKER = "lineage-explorer.json"
+TYPES_CACHE = "explorer-types-v1.json"  # a folder holding it is a site this command built (and may rebuild)
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,13 @@ class Built:
     seconds: float
 
 
-def asset_id(uri: str) -> str:
-    """The asset's file name under ``data/a/`` (stable across builds)."""
-    return hashlib.sha1(uri.encode()).hexdigest()[:16]
+def shard_of(uri: str) -> str:
+    """The file under ``data/a/`` holding the asset (one of 256, by a hash of its URI: stable across builds).
+
+    Thousands of one-asset files cost more to write (and a long walk more
+    requests to fetch) than a few hundred of some kilobytes each.
+    """
+    return hashlib.sha1(uri.encode()).hexdigest()[:2]
 
 
 def dagster_url(ui_url: str, uri: str) -> str:
@@ -68,18 +74,23 @@ def build_site(project: Project, out: Path, settings: LineageSettings, last: Map
         for d in s.deps:
             downstream.setdefault(d.uri, set()).add(s.uri)
     tests = _tests(project)
+    types = _Types(settings.cache_dir)
     data = out / "data" / "a"
     data.mkdir(parents=True)
     index: list[list[Any]] = []
+    shards: dict[str, dict[str, Any]] = {}
     n_columns = 0
     for uri in sorted(set(graph.columns) | set(steps) | set(project.externals)):
         step = steps.get(uri)
         kind = "dbt" if isinstance(step, DbtStep) else "script" if step is not None else "external"
         cols = _columns(uri, step, graph)
         n_columns += len(cols)
-        doc = _asset(uri, kind, step, cols, graph, settings, last.get(uri), tests.get(uri, []), upstream.get(uri, []), sorted(downstream.get(uri, ())))
-        (data / f"{asset_id(uri)}.json").write_text(json.dumps(doc, separators=(",", ":")))
-        index.append([uri, asset_id(uri), kind, cols])
+        doc = _asset(uri, kind, step, cols, graph, settings, last.get(uri), tests.get(uri, []), upstream.get(uri, []), sorted(downstream.get(uri, ())), types.of(uri, step))
+        shards.setdefault(shard_of(uri), {})[uri] = doc
+        index.append([uri, shard_of(uri), kind, cols])
+    for name, docs in shards.items():
+        (data / f"{name}.json").write_text(json.dumps(docs, separators=(",", ":")))
+    types.save()
     head = {
         "version": VERSION,
         "built": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime()),
@@ -115,12 +126,44 @@ def _columns(uri: str, step: AnyStep | None, graph: ColumnGraph) -> list[str]:
     return planned + sorted(c for c in graph.columns.get(uri, ()) if c not in seen)
 
 
-def _types(uri: str, step: AnyStep | None) -> dict[str, str]:
-    """The types the step's SQL spells out (casts, literals): what the plan knows before a run."""
-    if not isinstance(step, ScriptStep) or step.uri != uri or not step.language.is_sql or not step.statements:
-        return {}
-    dialect = "postgres" if step.language is Language.POSTGRES else "duckdb"
-    return planned_types(";\n".join(s.sql for s in step.statements if s.kind == "query"), dialect)
+class _Types:
+    """The types each script's SQL spells out (casts, literals): what the plan knows before a run.
+
+    sqlglot over every script is most of a build's time: kept in the state
+    dir's cache by the step's content hash (a changed script is typed again).
+    """
+
+    def __init__(self, cache_dir: Path | None) -> None:
+        self.path = cache_dir / TYPES_CACHE if cache_dir is not None else None
+        self.known: dict[str, dict[str, str]] = {}
+        self.used: dict[str, dict[str, str]] = {}
+        if self.path is not None and self.path.exists():
+            try:
+                self.known = dict(json.loads(self.path.read_text()))
+            except (OSError, ValueError, TypeError):  # corrupt: type again
+                self.known = {}
+
+    def of(self, uri: str, step: AnyStep | None) -> dict[str, str]:
+        if not isinstance(step, ScriptStep) or step.uri != uri or not step.language.is_sql or not step.statements:
+            return {}
+        key = step.content_hash or hashlib.sha256(step.path.encode() + b"\0" + "".join(s.sql for s in step.statements).encode()).hexdigest()
+        found = self.known.get(key)
+        if found is None:
+            dialect = "postgres" if step.language is Language.POSTGRES else "duckdb"
+            found = planned_types(";\n".join(s.sql for s in step.statements if s.kind == "query"), dialect)
+        self.used[key] = found
+        return found
+
+    def save(self) -> None:
+        if self.path is None or self.used == self.known:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.used, separators=(",", ":")))
+            tmp.replace(self.path)
+        except OSError:  # a read-only state dir: build anyway
+            pass
 
 
 def _tests(project: Project) -> dict[str, list[dict[str, Any]]]:
@@ -146,8 +189,8 @@ def _asset(
     tests: list[dict[str, Any]],
     upstream: list[str],
     downstream: list[str],
+    planned: dict[str, str],
 ) -> dict[str, Any]:
-    planned = _types(uri, step)
     recorded = last.types if last is not None else {}
     p = step.partitioning if step is not None else None
     return {

@@ -1,5 +1,5 @@
 // The lineage explorer's page: search, an asset's details, its column graph, a column's lineage.
-// Data: data/index.json (every asset, for the search) and data/a/<id>.json (one asset), loaded lazily.
+// Data: data/index.json (every asset, for the search) and data/a/<shard>.json (a few assets each), loaded lazily.
 // A column's lineage walks those files with the rules of lineage_defs.plan.impact.ColumnGraph.walk:
 // breadth-first over the column edges, each column once, and a scan (downstream) reaches an asset's
 // rows and stops there. The files hold that graph's edges, so the answer is `lineage-defs impact`'s.
@@ -15,14 +15,12 @@ async function getJSON(url) {
   return r.json();
 }
 
-function loadAsset(uri) {
-  let p = S.files.get(uri);
-  if (!p) {
-    const entry = S.byUri.get(uri);
-    p = entry ? getJSON(`data/a/${entry[1]}.json`) : Promise.resolve(null);
-    S.files.set(uri, p);
-  }
-  return p;
+function loadAsset(uri) { // an asset's document: its shard file (data/a/<shard>.json), fetched once
+  const entry = S.byUri.get(uri);
+  if (!entry) return Promise.resolve(null);
+  let p = S.files.get(entry[1]);
+  if (!p) S.files.set(entry[1], (p = getJSON(`data/a/${entry[1]}.json`)));
+  return p.then((shard) => shard[uri] || null);
 }
 
 function split(node) { // "<uri>.<col>" → [uri, col] (as ColumnGraph does: the last dot)
@@ -132,7 +130,7 @@ function renderPage(a) {
     el('h1', {}, shortName(a.uri)),
     el('code', { id: 'asset-uri' }, a.uri), ' ', el('span', { class: 'badge' }, a.kind === 'dbt' ? 'dbt model' : a.kind),
     el('p', { class: 'links' }, el('a', { id: 'dagster-link', href: a.dagster_url, target: '_blank' }, 'Open in Dagster')),
-    el('p', { class: 'desc' }, a.description || ''),
+    el('p', { class: 'desc' }, (a.description || '').replace(/([^\n])\n(?!\n)/g, '$1 ')),
     el('dl', {},
       el('dt', {}, 'last status'), el('dd', { id: 'last-status' }, statusOf(a)),
       el('dt', {}, 'owners'), el('dd', {}, a.owners.length ? a.owners.join(', ') : el('span', { class: 'muted' }, 'none')),
@@ -207,7 +205,10 @@ function draw(nodes, edges, focus, selected) {
   }
   if (S.cy) S.cy.destroy();
   const cy = (S.cy = window.cy = cytoscape({ container: document.getElementById('graph'), elements: els, style: STYLE, layout: { name: 'preset' }, minZoom: 0.05, maxZoom: 3 }));
-  if (selected) cy.nodes().filter((n) => !n.isParent() && !n.hasClass('sel') && !n.hasClass('up') && !n.hasClass('down')).addClass('dim');
+  if (selected) {
+    cy.nodes().filter((n) => !n.isParent() && !n.hasClass('sel') && !n.hasClass('up') && !n.hasClass('down')).addClass('dim');
+    cy.edges().not('.hl').addClass('dim');
+  }
   cy.fit(undefined, 30);
   if (cy.zoom() > 1.2) { cy.zoom(1.2); cy.center(); }
   cy.on('tap', 'node', (ev) => {
