@@ -14,7 +14,7 @@ HOST = "127.0.0.1"  # the explorer shows the whole plan: never on another interf
 
 
 class _Quiet(SimpleHTTPRequestHandler):
-    """Static files, no request log (a page loads one JSON file per asset it walks)."""
+    """Static files, no request log (a column's walk fetches many small JSON files)."""
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
