@@ -198,3 +198,16 @@ def test_docs_serve_serves_the_site_on_localhost(scripts: Path, tmp_path: Path) 
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_the_package_data_ships_every_file_of_the_site() -> None:
+    """pyproject's package-data patterns cover each static file (a wheel without the page or the licence is broken)."""
+    import fnmatch
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["lineage_defs"]
+    package = ROOT / "lineage_defs"
+    static = [p.relative_to(package).as_posix() for p in (package / "explorer" / "static").rglob("*") if p.is_file()]
+    assert {"explorer/static/index.html", "explorer/static/app.js", "explorer/static/vendor/cytoscape.min.js", "explorer/static/vendor/cytoscape.LICENSE"} <= set(static)
+    missing = [f for f in static if not any(fnmatch.fnmatchcase(f, p) and "/" not in f[len(p.rsplit("/", 1)[0]) + 1 :] for p in patterns)]
+    assert missing == []
