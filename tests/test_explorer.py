@@ -211,3 +211,43 @@ def test_the_package_data_ships_every_file_of_the_site() -> None:
     assert {"explorer/static/index.html", "explorer/static/app.js", "explorer/static/vendor/cytoscape.min.js", "explorer/static/vendor/cytoscape.LICENSE"} <= set(static)
     missing = [f for f in static if not any(fnmatch.fnmatchcase(f, p) and "/" not in f[len(p.rsplit("/", 1)[0]) + 1 :] for p in patterns)]
     assert missing == []
+
+
+WALK_JS = r"""
+const fs = require('fs');
+const [app, site, specs] = [process.argv[2], process.argv[3], JSON.parse(process.argv[4])];
+const src = fs.readFileSync(app, 'utf8');
+const grab = (name) => src.match(new RegExp(`^(async )?function ${name}\\([^]*?^}$`, 'm'))[0];
+const index = JSON.parse(fs.readFileSync(`${site}/data/index.json`, 'utf8'));
+const byUri = new Map(index.assets.map((a) => [a[0], a]));
+const loadAsset = async (uri) => {  // the page's loadAsset, reading the shard from disk
+  const e = byUri.get(uri);
+  return e ? JSON.parse(fs.readFileSync(`${site}/data/a/${e[1]}.json`, 'utf8'))[uri] || null : null;
+};
+eval(grab('split') + '\n' + grab('walk') + '\nglobalThis.walk = walk;');
+(async () => {
+  const out = {};
+  for (const spec of specs) out[spec] = { up: (await walk(spec, true)).map((r) => r.node), down: (await walk(spec, false)).map((r) => r.node) };
+  process.stdout.write(JSON.stringify(out));
+})();
+"""
+
+
+def test_the_pages_walk_is_impacts_for_every_column(project: Project, tmp_path: Path) -> None:
+    """app.js's walk (run in Node over the built files) answers exactly ColumnGraph.walk, for every column of the example."""
+    site = tmp_path / "site"
+    build_site(project, site, LineageSettings())
+    graph = ColumnGraph.build(project)
+    specs = sorted(f"{a}.{c}" for a, cols in graph.columns.items() for c in cols)
+    assert len(specs) > 80
+    script = tmp_path / "walk.js"
+    script.write_text(WALK_JS)
+    app = ROOT / "lineage_defs" / "explorer" / "static" / "app.js"
+    got = json.loads(subprocess.run(["node", str(script), str(app), str(site), json.dumps(specs)], capture_output=True, text=True, check=True, timeout=120).stdout)
+    for spec in specs:
+        asset, column = spec.rsplit(".", 1)
+        for upstream, key in ((True, "up"), (False, "down")):
+            want = [r.node for r in graph.walk(asset, column, upstream)]
+            assert sorted(got[spec][key]) == sorted(want), (spec, key)
+            assert len(got[spec][key]) == len(set(got[spec][key]))  # each column once
+    assert any(n in graph.columns for s in specs for n in got[s]["down"])  # an asset's rows reached by a scan
