@@ -183,6 +183,7 @@ def first_render(site: Path, models: int, repeat: int) -> None:
         clicks: list[float] = []
         split: list[list[float]] = []
         for _ in range(repeat):
+            browser.open("/about:blank")  # a fresh page: no file fetched yet
             browser.open(f"/#/asset/{quote('ducklake://main/raw', safe='')}")
             browser.wait("raw drawn", lambda: browser.driver.execute_script(ready), timeout=60, interval=0.02)
             t = time.perf_counter()

@@ -6,7 +6,7 @@
 'use strict';
 
 const MAX_DRAWN = 250; // columns drawn in the graph at most (the lists below it name every one)
-const S = { index: null, byUri: new Map(), files: new Map(), cy: null, asset: null, node: null, lineage: null, token: 0 };
+const S = { drawn: null, index: null, byUri: new Map(), files: new Map(), cy: null, asset: null, node: null, lineage: null, token: 0 };
 
 // -- data -----------------------------------------------------------------------------
 async function getJSON(url) {
@@ -154,12 +154,13 @@ function renderPage(a) {
 
 // -- the graph --------------------------------------------------------------------------
 const STYLE = [
-  { selector: 'node', style: { shape: 'round-rectangle', width: 190, height: 22, 'background-color': '#ffffff', 'border-width': 1, 'border-color': '#aab2c0', label: 'data(label)', 'font-size': 11, 'text-valign': 'center', 'text-halign': 'center', color: '#1f2430' } },
-  { selector: ':parent', style: { 'background-color': '#eef1f6', 'border-color': '#8b95a7', 'text-valign': 'top', 'text-halign': 'center', 'font-size': 12, 'font-weight': 600, padding: 8 } },
-  { selector: 'node.dbt:parent', style: { 'background-color': '#fdf0e6' } },
-  { selector: 'node.focus:parent', style: { 'border-width': 2, 'border-color': '#1f2430' } },
+  { selector: 'node', style: { 'z-index-compare': 'manual', shape: 'round-rectangle', width: 190, height: 22, 'background-color': '#ffffff', 'border-width': 1, 'border-color': '#aab2c0', label: 'data(label)', 'font-size': 11, 'min-zoomed-font-size': 6, 'text-valign': 'center', 'text-halign': 'center', color: '#1f2430' } },
+  { selector: 'node.box', style: { width: 'data(w)', height: 'data(h)', 'z-index': 0, 'background-color': '#eef1f6', 'border-color': '#8b95a7', 'text-valign': 'top', 'text-halign': 'center', 'text-margin-y': 16, 'font-size': 12, 'font-weight': 600 } },
+  { selector: 'node.box.dbt', style: { 'background-color': '#fdf0e6' } },
+  { selector: 'node.box.focus', style: { 'border-width': 2, 'border-color': '#1f2430' } },
+  { selector: 'node.column', style: { 'z-index': 10 } },
   { selector: 'node.rows', style: { 'border-style': 'dashed', 'font-style': 'italic' } },
-  { selector: 'edge', style: { width: 1.2, 'line-color': '#b5bcc8', 'target-arrow-color': '#b5bcc8', 'target-arrow-shape': 'triangle', 'curve-style': 'bezier', 'arrow-scale': 0.8 } },
+  { selector: 'edge', style: { 'z-index-compare': 'manual', 'z-index': 5, width: 1.2, 'line-color': '#b5bcc8', 'target-arrow-color': '#b5bcc8', 'target-arrow-shape': 'triangle', 'curve-style': 'bezier', 'arrow-scale': 0.8 } },
   { selector: 'edge.scan', style: { 'line-style': 'dashed' } },
   { selector: '.dim', style: { opacity: 0.35 } },
   { selector: 'node.up', style: { 'background-color': '#dbeafe', 'border-color': '#1d4ed8', 'border-width': 2 } },
@@ -181,18 +182,20 @@ function draw(nodes, edges, focus, selected) {
   const els = [];
   for (const [depth, list] of layers) {
     list.sort((x, y) => x[0].localeCompare(y[0]));
-    const height = list.reduce((h, [, g]) => h + 40 + 28 * g.cols.length, 0);
+    const height = list.reduce((h, [, g]) => h + 60 + 28 * g.cols.length, 0);
     let y = -height / 2;
     for (const [uri, g] of list) {
+      // an asset is a box drawn behind its columns (not a compound node: those cost seconds on large graphs)
       const entry = S.byUri.get(uri);
-      els.push({ data: { id: `a:${uri}`, label: shortName(uri), asset: uri }, classes: [entry ? entry[2] : 'external', uri === focus ? 'focus' : ''].join(' ') });
-      y += 30;
+      const h = 40 + 28 * g.cols.length;
+      els.push({ data: { id: `a:${uri}`, label: shortName(uri), asset: uri, w: 214, h }, position: { x: depth * 300, y: y + h / 2 }, classes: ['box', entry ? entry[2] : 'external', uri === focus ? 'focus' : ''].join(' ') });
+      y += 36;
       for (const [node, n] of g.cols) {
-        const cls = [n.column === null ? 'rows' : '', n.cls || ''].join(' ');
-        els.push({ data: { id: `c:${node}`, parent: `a:${uri}`, label: n.column === null ? '(rows: scan)' : n.column, node, asset: uri }, position: { x: depth * 300, y }, classes: cls });
+        const cls = ['column', n.column === null ? 'rows' : '', n.cls || ''].join(' ');
+        els.push({ data: { id: `c:${node}`, label: n.column === null ? '(rows: scan)' : n.column, node, asset: uri }, position: { x: depth * 300, y: y + 11 }, classes: cls });
         y += 28;
       }
-      y += 10;
+      y += 4 + 20;
     }
   }
   const seen = new Set();
@@ -204,16 +207,17 @@ function draw(nodes, edges, focus, selected) {
     els.push({ data: { id, source: `c:${from}`, target: `c:${to}`, kind }, classes: `${kind}${hl ? ' hl' : ''}` });
   }
   if (S.cy) S.cy.destroy();
-  const cy = (S.cy = window.cy = cytoscape({ container: document.getElementById('graph'), elements: els, style: STYLE, layout: { name: 'preset' }, minZoom: 0.05, maxZoom: 3 }));
+  const cy = (S.cy = window.cy = cytoscape({ container: document.getElementById('graph'), elements: els, style: STYLE, layout: { name: 'preset' }, minZoom: 0.05, maxZoom: 3, pixelRatio: 1, hideEdgesOnViewport: els.length > 400 }));
+  S.drawn = new Promise((resolve) => cy.one('render', resolve)); // the canvas's first frame
   if (selected) {
-    cy.nodes().filter((n) => !n.isParent() && !n.hasClass('sel') && !n.hasClass('up') && !n.hasClass('down')).addClass('dim');
+    cy.nodes('.column').filter((n) => !n.hasClass('sel') && !n.hasClass('up') && !n.hasClass('down')).addClass('dim');
     cy.edges().not('.hl').addClass('dim');
   }
   cy.fit(undefined, 30);
   if (cy.zoom() > 1.2) { cy.zoom(1.2); cy.center(); }
   cy.on('tap', 'node', (ev) => {
     const n = ev.target;
-    if (n.isParent()) { if (n.data('asset') !== S.asset) location.hash = route(n.data('asset')); return; }
+    if (n.hasClass('box')) { if (n.data('asset') !== S.asset) location.hash = route(n.data('asset')); return; }
     if (n.data('node') && !n.hasClass('rows')) select(n.data('node'));
   });
 }
@@ -305,7 +309,8 @@ async function show() {
   for (const tr of document.querySelectorAll('#columns tr')) tr.classList.toggle('selected', tr.dataset.node === node);
   document.title = `${shortName(uri)} · lineage explorer`;
   await renderGraph(a);
-  if (!window.explorerRendered) window.explorerRendered = performance.now();
+  if (S.cy) await S.drawn;
+  if (!window.explorerRendered) window.explorerRendered = performance.now(); // first render: details, search box and graph drawn
   document.body.dataset.state = 'ready';
 }
 
