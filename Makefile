@@ -72,6 +72,7 @@ bench: install
 	$(PY) bench/backfill.py
 	$(PY) bench/events.py
 	$(PY) bench/dbt.py
+	$(PY) bench/lineage_docs.py
 	$(PY) bench/demo.py
 	$(PY) bench/openlineage_emit.py
 

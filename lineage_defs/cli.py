@@ -1,4 +1,4 @@
-"""``lineage-defs``: check, graph, new, changed, impact, diff, backfill, webhooks serve, email serve, events, demo."""
+"""``lineage-defs``: check, graph, new, changed, impact, diff, docs, backfill, webhooks serve, email serve, events, demo."""
 
 from __future__ import annotations
 
@@ -206,6 +206,37 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return run_diff(_settings(args.folder), args.since, args.against_instance, args.json)
 
 
+def _docs_build(settings: LineageSettings, out: Path) -> int:
+    from lineage_defs.explorer.build import build_site
+    from lineage_defs.explorer.instance import last_runs
+
+    project = _load(settings)
+    for e in project.errors:
+        print(e.render(), file=sys.stderr)
+    built = build_site(project, out, settings, last_runs([u for s in project.steps for u in s.outputs]))
+    print(f"{built.assets} assets, {built.columns} columns, {built.edges} column edges → {out} ({built.seconds:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from lineage_defs.errors import LineageDefsError
+    from lineage_defs.explorer.serve import serve
+
+    settings = _settings(args.folder)
+    try:
+        if args.docs_command == "build":
+            return _docs_build(settings, Path(args.dir))
+        with tempfile.TemporaryDirectory(prefix="lineage-docs-") as tmp:
+            site = Path(args.dir) if args.dir else Path(tmp) / "site"
+            _docs_build(settings, site)
+            return serve(site, args.port)
+    except LineageDefsError as e:
+        print(f"lineage-defs docs {args.docs_command}: {e.render()}", file=sys.stderr)
+        return 1
+
+
 def cmd_backfill(args: argparse.Namespace) -> int:
     from lineage_defs.backfill import launch_backfill
 
@@ -335,6 +366,17 @@ def main(argv: list[str] | None = None) -> int:
     df.add_argument("--json", action="store_true", help="the changes as JSON (docs/impact.md)")
     _folder_arg(df)
     df.set_defaults(fn=cmd_diff)
+    dc = sub.add_parser("docs", help="the lineage explorer: a static site of every asset and its column lineage")
+    dcsub = dc.add_subparsers(dest="docs_command", required=True)
+    db = dcsub.add_parser("build", help="write the site into a folder (open it with any static file server)")
+    db.add_argument("dir", help="the folder to write (created; a previous build there is replaced)")
+    db.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    db.set_defaults(fn=cmd_docs)
+    dv = dcsub.add_parser("serve", help="build the site and serve it on 127.0.0.1")
+    dv.add_argument("--port", type=int, default=8080, help="default %(default)s")
+    dv.add_argument("--folder", help="pipelines folder (default $LINEAGE_PIPELINES_DIR or pipelines)")
+    dv.add_argument("--dir", help="build into this folder (default: a temporary one, removed on exit)")
+    dv.set_defaults(fn=cmd_docs)
     b = sub.add_parser("backfill", help="launch a partition backfill on a running instance")
     b.add_argument("asset", help="asset URI, e.g. ducklake://main/orders")
     b.add_argument("--from", dest="from_", required=True)

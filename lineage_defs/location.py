@@ -83,7 +83,7 @@ def build_definitions(
     paused = gc.isenabled()
     gc.disable()
     try:
-        keys = CachedKeys(translator or LineageTranslator())
+        keys = CachedKeys(translator or LineageTranslator(), settings.docs_link)
         project = load(settings, keys.asset_key)
         pdefs = partition_defs(project)
         key_of = {u: keys.asset_key(u) for s in project.steps for u in s.outputs}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from lineage_defs import uris
 from lineage_defs.errors import RunError
@@ -29,6 +30,7 @@ from lineage_defs.triggers import sources  # the trigger sources' rows: plain da
 
 DEFAULT_PIPELINES_DIR = "pipelines"
 DEFAULT_STATE_DIR = ".lineage"
+DEFAULT_UI_URL = "http://127.0.0.1:3000"
 
 
 class OnInvalid(str, Enum):
@@ -62,6 +64,8 @@ ENV_VARS = {
     "celery_broker_url": "LINEAGE_CELERY_BROKER_URL",
     "celery_backend_url": "LINEAGE_CELERY_BACKEND_URL",
     "email_max_bytes": "LINEAGE_EMAIL_MAX_BYTES",
+    "ui_url": "LINEAGE_UI_URL",
+    "docs_url": "LINEAGE_DOCS_URL",
 }
 # Per-name variants: field → variable prefix (``LINEAGE_PG_DSN_CRM`` → postgres_dsns["crm"]).
 ENV_PREFIXES = {
@@ -140,12 +144,16 @@ class LineageSettings:
     # -- OpenLineage (the client itself is configured its own way: OPENLINEAGE_URL, openlineage.yml)
     openlineage_namespace: str = "lineage_defs"  # the jobs' namespace
     openlineage_timeout: float = 1.0  # seconds a run may wait at its end for events still being sent
-    # -- the Dagster UI's address ("http://dagster.example.com"): links to runs (hook contexts). From LINEAGE_UI_URL,
-    # else DAGSTER_WEBSERVER_URL; unset: no links
+    # -- the Dagster UI's address as users reach it ("http://dagster.example.com"): hook contexts link to the run, the lineage
+    # explorer's pages to the asset. From LINEAGE_UI_URL, else DAGSTER_WEBSERVER_URL; unset: hooks carry no link and the
+    # explorer links to DEFAULT_UI_URL (``ui_link``)
     ui_url: str | None = None
     # -- hooks (SPEC section 13): a failed hook run's op is retried this many times, after hook_backoff seconds, doubled each time
     hook_retries: int = 3
     hook_backoff: float = 2.0
+    # -- the lineage explorer (``lineage-defs docs``): where the built site is published (set: each asset's description
+    # links to its page)
+    docs_url: str | None = None
     # Secret fields that came from the environment, by field → variable: the Dagster
     # resource passes them as EnvVars, so the UI shows the variable's name.
     secret_env: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -237,6 +245,17 @@ class LineageSettings:
     def events_where(self) -> str:
         """The event store for messages: its file, or which variable names the database (never the DSN: it may hold a password)."""
         return "the PostgreSQL event store (LINEAGE_EVENTS_DSN)" if self.events_dsn else str(self.events_store)
+
+    @property
+    def ui_link(self) -> str:
+        """The Dagster UI pages link to: ``ui_url``, else Dagster's own default address."""
+        return self.ui_url or DEFAULT_UI_URL
+
+    def docs_link(self, uri: str) -> str | None:
+        """The explorer's page of the asset ``uri`` under ``docs_url`` (None when it is not set)."""
+        if not self.docs_url:
+            return None
+        return f"{self.docs_url.rstrip('/')}/#/asset/{quote(uri, safe='')}"
 
     @property
     def schemas_dir(self) -> Path:

@@ -133,6 +133,7 @@ RANKS: dict[str, int] = {
     "triggers": 8, "runtime": 8,                     # event sources; the API scripts import
     "sensors": 9,                                    # trigger sensors, cascade conditions
     "location": 10, "demo": 10, "changed": 10, "deploy": 10, "backfill": 10,  # the code location; commands
+    "explorer": 10,                                  # lineage-defs docs: the static lineage explorer (plan + instance)
     "definitions": 11, "component": 11,              # what Dagster loads: the code location, the dg component
     "diff": 11,                                      # lineage-defs diff / check --against-instance (reads changed)
     "cli": 12, "__init__": 12,                       # the command line; the package's lazy public names

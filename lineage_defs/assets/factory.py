@@ -79,7 +79,7 @@ def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
         AssetSpec(
             key=keys.asset_key(uri),
             deps=deps,
-            description=keys.description(step),
+            description=keys.describe(step, uri),
             group_name=keys.group_name(step),
             metadata=loaded_by_io_manager(md.asset_metadata(step, uri, root, keys), uri),
             kinds=kinds,

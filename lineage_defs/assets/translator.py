@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dagster import AssetKey
 
 from lineage_defs import uris
@@ -32,9 +34,10 @@ class LineageTranslator:
 class CachedKeys(LineageTranslator):
     """The user's translator with asset keys memoised for one build (URIs repeat across the graph)."""
 
-    def __init__(self, inner: LineageTranslator) -> None:
+    def __init__(self, inner: LineageTranslator, docs_link: Callable[[str], str | None] | None = None) -> None:
         self.inner = inner
         self.keys: dict[str, AssetKey] = {}
+        self.docs_link = docs_link  # LineageSettings.docs_link: the explorer's page of an asset
 
     def asset_key(self, uri: str) -> AssetKey:
         key = self.keys.get(uri)
@@ -47,3 +50,9 @@ class CachedKeys(LineageTranslator):
 
     def description(self, step: AnyStep) -> str:
         return self.inner.description(step)
+
+    def describe(self, step: AnyStep, uri: str) -> str:
+        """The description of the output ``uri``: the translator's, with a link to its explorer page when LINEAGE_DOCS_URL is set."""
+        text = self.inner.description(step)
+        link = self.docs_link(uri) if self.docs_link else None
+        return f"{text}\n\n[Column lineage and docs]({link})" if link else text

@@ -56,7 +56,7 @@ def _spec(s: DbtStep, ctx: BuildContext, kinds: set[str], pdef: Any, root: Path)
     return AssetSpec(
         key=keys.asset_key(s.uri),
         deps=[ctx.dep(d.uri, pdef) for d in s.deps],
-        description=keys.description(s),
+        description=keys.describe(s, s.uri),
         group_name=keys.group_name(s),
         metadata=meta,
         kinds=kinds,
