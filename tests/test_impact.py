@@ -151,3 +151,71 @@ def test_a_second_answer_comes_from_the_index_until_a_file_changes(tmp_path: Pat
     assert [(c["asset"], c["column"], [(h["to"], h["kind"]) for h in c["path"]]) for c in added] == [
         ("ducklake://main/kpi_snapshots", "doubled_total", [("ducklake://main/daily_revenue.revenue_eur", "mod"), ("ducklake://main/kpi_snapshots.doubled_total", "mod")])
     ]
+
+
+def _through_python(folder: Path) -> Path:
+    """orders (SQL) → totals (Python, declared lineage: two lines for one column, a copy) → report (SQL)."""
+    files = {
+        "x/orders.sql": "-- pipeline\n-- materialize ducklake://main/orders\nSELECT 1 AS id, 2.0 AS amount, 0.5 AS tax, 'a' AS note\n",
+        "x/totals.py": (
+            "# pipeline\n# on ducklake://main/orders\n# materialize ducklake://main/totals\n"
+            "# column id <- ducklake://main/orders.id copy\n"
+            "# column total <- ducklake://main/orders.amount\n"
+            "# column total <- ducklake://main/orders.tax mod\n"
+            "from lineage_defs import runtime\n"
+        ),
+        "x/report.sql": "-- pipeline\n-- materialize ducklake://main/report\nSELECT id, total * 2 AS doubled FROM lake.main.totals\n",
+    }
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    return folder
+
+
+def test_impact_goes_through_a_python_steps_declared_lineage(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _through_python(tmp_path / "pipelines")
+    down = _answer(folder, tmp_path / "state", "ducklake://main/orders.tax")
+    paths = {(c["asset"], c["column"]): [(h["from"], h["to"], h["kind"]) for h in c["path"]] for c in down["columns"]}
+    assert paths == {
+        ("ducklake://main/totals", "total"): [("ducklake://main/orders.tax", "ducklake://main/totals.total", "mod")],
+        ("ducklake://main/report", "doubled"): [
+            ("ducklake://main/orders.tax", "ducklake://main/totals.total", "mod"),
+            ("ducklake://main/totals.total", "ducklake://main/report.doubled", "mod"),
+        ],
+    }
+    up = _answer(folder, tmp_path / "state", "ducklake://main/report.id", upstream=True)
+    assert [(c["asset"], c["column"], [h["kind"] for h in c["path"]]) for c in up["columns"]] == [
+        ("ducklake://main/totals", "id", ["copy"]),
+        ("ducklake://main/orders", "id", ["copy", "copy"]),
+    ]
+    # `graph --json` lists the declared edges with their kinds
+    monkeypatch.setenv("LINEAGE_STATE_DIR", str(tmp_path / "state"))
+    assert cli.main(["graph", str(folder), "--json"]) == 0
+    edges = json.loads(capsys.readouterr().out)["column_edges"]
+    into_totals = sorted((e["from"], e["to"], e["kind"]) for e in edges if e["to"].startswith("ducklake://main/totals"))
+    assert into_totals == [
+        ("ducklake://main/orders.amount", "ducklake://main/totals.total", "mod"),
+        ("ducklake://main/orders.id", "ducklake://main/totals.id", "copy"),
+        ("ducklake://main/orders.tax", "ducklake://main/totals.total", "mod"),
+    ]
+    # the impact index sees an edited kind (a file changed)
+    args = ["impact", "ducklake://main/orders.amount", "--json", "--folder", str(folder)]
+    assert cli.main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert [h["kind"] for c in first["columns"] if c["column"] == "total" for h in c["path"]] == ["mod"]
+    py = folder / "x" / "totals.py"
+    py.write_text(py.read_text().replace("orders.amount\n", "orders.amount copy\n"))
+    assert cli.main(args) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert [h["kind"] for c in again["columns"] if c["column"] == "total" for h in c["path"]] == ["copy"]
+
+
+def test_a_declared_source_that_is_not_an_input_is_an_error_at_its_word(tmp_path: Path) -> None:
+    folder = _through_python(tmp_path / "pipelines")
+    py = folder / "x" / "totals.py"
+    py.write_text(py.read_text().replace("# column total <- ducklake://main/orders.amount\n", "# column total <- ducklake://main/order.amount\n"))
+    project = load_project(folder, LineageSettings(state_dir=str(tmp_path / "state")))
+    assert [e.headline() for e in project.errors] == [
+        "x/totals.py:5:19: ducklake://main/order is not an input of this step (it reads ducklake://main/orders)"
+        " — add '# on ducklake://main/order' if the script reads it (e.g. through runtime.connect()), or correct the URI"
+    ]

@@ -291,7 +291,14 @@ def _one(line: str, language: str = "duckdb") -> AnnotationError:
         ('data_test accepted_values status = "a" b', 39, 'malformed value list — separate values with commas and quote values with spaces: a,"b c"'),
         ("data_test relationships id -> ducklake://main/c", 34, "'ducklake://main/c' is not <asset-uri>.<column> — write e.g. ducklake://main/customers.customer_id"),
         ("data_test relationships id ->", 33, "'data_test relationships' needs <column> -> <asset-uri>.<column> — write data_test relationships customer_id -> ducklake://main/customers.customer_id"),
-        ("column total", 16, "'column' needs <output> <- <asset-uri>.<column>[, ...] — write column total <- ducklake://main/orders.amount"),
+        ("column total", 16, "'column' needs <output> <- <asset-uri>.<column>[, ...] [copy|mod] — write column total <- ducklake://main/orders.amount"),
+        ("column total <- ducklake://main/o.amount cpy", 45, "unknown kind 'cpy' — did you mean 'copy'?"),
+        ("column total <- ducklake://main/o.amount derived", 45, "unknown kind 'derived' — write copy (the value passes through unchanged) or mod (computed from the source; the default)"),
+        ("column total <- ducklake://main/o.amount scan", 45, "a 'scan' edge cannot be declared: scans (filters, join keys, group by) are inferred from SQL — write copy (the value passes through unchanged) or mod (computed from the source; the default)"),
+        ("column total <- ducklake://main/o.amount kind=copy", 45, "'column' takes no options ('kind=') — write the kind as the last word: column total <- <asset-uri>.<column> copy"),
+        ("column total <- copy", 20, "'column' needs <output> <- <asset-uri>.<column>[, ...] [copy|mod] — write column total <- ducklake://main/orders.amount"),
+        ("column total <- orders.amount", 20, "'orders.amount' is not <asset-uri>.<column> — write e.g. ducklake://main/customers.customer_id"),
+        ("column total <- ducklake://main/o.amount copy mod", 45, "'copy' is not <asset-uri>.<column> — write e.g. ducklake://main/customers.customer_id"),
         ("column total <- ducklake://main/o.amount, dukdb://warehouse/t.x", 46, "unknown URI kind 'dukdb' — did you mean 'duckdb://warehouse/t'?"),
         ("materialize ducklake://main/x history key=id updated_at=a,b", 60, "bad column name 'a,b' — write updated_at=<one column>"),
         ("materialize ducklake://main/x history key=id track=a updated_at=b", 57, "'track=' and 'updated_at=' are two ways to detect changes — keep one"),
@@ -371,14 +378,37 @@ def test_partition_only_segment_uri() -> None:  # uris.parse used to raise StopI
     assert header.materialize is not None and header.materialize.uri == "s3:///exports/{partition}"
 
 
-def test_repeated_check_names_and_columns_are_errors() -> None:
+def test_repeated_check_names_and_column_sources_are_errors() -> None:
     text = (
         "-- pipeline\n-- materialize ducklake://main/x\n"
         "-- data_test row_count min=1\n-- data_test row_count max=4\n"
-        "-- column a <- ducklake://main/y.a\n-- column a <- ducklake://main/y.b\nSELECT 1\n"
+        "-- column a <- ducklake://main/y.a\n-- column a <- ducklake://main/y.b\n-- column a <- ducklake:///y.a copy\nSELECT 1\n"
     )
-    _, errors = parse_header("x.sql", text, "duckdb")
+    header, errors = parse_header("x.sql", text, "duckdb")
     assert [e.headline() for e in errors] == [
         "x.sql:4:14: a second data_test named 'row_count' (first on line 3) — each check needs its own name: merge the two lines, or test another column",
-        "x.sql:6:11: column 'a' is declared twice (first on line 5) — list every source on one line: column x <- a.c1, b.c2",
+        "x.sql:7:16: ducklake://main/y.a is already a source of column 'a' (line 5) — give each source of a column once, with one kind: remove this one",
+    ]
+    # an output column may take several lines, one per source (line 6 is no error)
+    assert [(c.output, [(s.uri, s.column) for s in c.sources]) for c in header.columns][:2] == [
+        ("a", [("ducklake://main/y", "a")]), ("a", [("ducklake://main/y", "b")])
+    ]
+
+
+def test_column_kind_defaults_to_mod_and_each_source_is_located() -> None:
+    text = (
+        "# pipeline\n# materialize ducklake://main/x\n"
+        "# column id <- ducklake://main/orders.id copy\n"
+        "# column total <- ducklake://main/orders.amount,  ducklake://main/fx.rate\n"
+        "# column total <- ducklake://main/orders.tax mod\nimport x\n"
+    )
+    header, errors = parse_header("p/x.py", text, "python")
+    assert errors == []
+    assert [(c.output, c.kind) for c in header.columns] == [("id", "copy"), ("total", "mod"), ("total", "mod")]
+    located = [(s.uri, s.column, s.at.line, s.at.col, s.at.width) for c in header.columns for s in c.sources if s.at]
+    assert located == [
+        ("ducklake://main/orders", "id", 3, 16, 25),
+        ("ducklake://main/orders", "amount", 4, 19, 29),
+        ("ducklake://main/fx", "rate", 4, 51, 23),
+        ("ducklake://main/orders", "tax", 5, 19, 26),
     ]

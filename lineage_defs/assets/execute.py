@@ -39,6 +39,7 @@ from lineage_defs.run.context import PartitionWindow, resolve_token
 from lineage_defs.run.contract import SliceReport, StepContext, script_env
 from lineage_defs.run.events import RunBatch, load_batch, write_events_file
 from lineage_defs.run.inputs import Missing, build_first, missing_after_process, not_there_yet
+from lineage_defs.run.declared import check_written, checks_declared
 from lineage_defs.run.observe import observe
 from lineage_defs.run.ranges import run_windows
 from lineage_defs.run.script import checked_text, script_path
@@ -299,6 +300,8 @@ class StepRun:
         result = written or observe(settings, target, window)
         if result.observe_error:
             context.log.warning(f"{step.path}: no row count or schema for {target}: {result.observe_error}")
+        elif written is None and result.schema is not None and checks_declared(step):  # a manual step's own write
+            check_written(step, target, [name for name, _ in result.schema])
         result = dataclasses.replace(result, batch=self.batch.id if self.batch else None)
         user_meta.update(result.reported)
         meta = {**materialization_metadata(step, self.translator, result, self.trigger), **user_meta}

@@ -30,6 +30,7 @@ from lineage_defs.parse.tokens import (
     is_annotation,
 )
 from lineage_defs.parse.model import (
+    COLUMN_KINDS,
     Cascade,
     ColumnDecl,
     ColumnSource,
@@ -438,17 +439,61 @@ def _relationships(ln: _Line, kind_tok: Token, rest: list[Token], sev_opts: Mapp
 
 
 def _column(ln: _Line, args: list[Token]) -> None:
+    """``column <out> <- <uri>.<col>[, <uri>.<col>…] [copy|mod]``: declared lineage of one output column.
+
+    The kind is a last bare word (default ``mod``); an output may take several lines (``_column_repeats``).
+    """
+    shape = "'column' needs <output> <- <asset-uri>.<column>[, ...] [copy|mod]"
+    example = "write column total <- ducklake://main/orders.amount"
     if len(args) < 3 or args[1].text != "<-" or not _IDENT.match(args[0].text):
-        ln.error(_off_shape(args, "<-", many=True), "'column' needs <output> <- <asset-uri>.<column>[, ...]", "write column total <- ducklake://main/orders.amount")
+        ln.error(_off_shape(args, "<-", many=True), shape, example)
         return
+    words, kind = args[2:], COLUMN_KINDS[0]
+    keyed = next((t for t in words if t.key is not None), None)
+    if keyed is not None:
+        ln.error(keyed, f"'column' takes no options ('{keyed.key}=')", f"write the kind as the last word: column {args[0].text} <- <asset-uri>.<column> copy")
+        return
+    last = words[-1]
+    if re.fullmatch(r"[A-Za-z_]+", last.text):  # a bare last word is the kind (a source has '://' and '.')
+        if last.text not in COLUMN_KINDS:
+            kinds = "write copy (the value passes through unchanged) or mod (computed from the source; the default)"
+            if last.text == "scan":
+                ln.error(last, "a 'scan' edge cannot be declared: scans (filters, join keys, group by) are inferred from SQL", kinds)
+            else:
+                guess = did_you_mean(last.text, COLUMN_KINDS)
+                ln.error(last, f"unknown kind '{last.text}'", f"did you mean '{guess}'?" if guess else kinds)
+            return
+        kind, words = last.text, words[:-1]
+        if not words:
+            ln.error(last, shape, example)
+            return
     sources = []
-    for t in args[2:]:
+    for t in words:
         for piece in _split_commas(t):
             ref = _split_column_ref(ln, piece)
             if ref is None:
                 return
-            sources.append(ColumnSource(*ref))
-    ln.b.add("columns", ColumnDecl(args[0].text, tuple(sources), ln.loc(args[0].start, len(args[0].text))))
+            sources.append(ColumnSource(*ref, at=ln.loc(piece.start, len(piece.text.rstrip(",")))))
+    if not sources:
+        ln.error(None, shape, example)
+        return
+    ln.b.add("columns", ColumnDecl(args[0].text, tuple(sources), ln.loc(args[0].start, len(args[0].text)), kind))
+
+
+def _column_repeats(b: _Builder, decls: list[ColumnDecl]) -> None:
+    """An output column may take several lines, each source once (a second kind for it would contradict the first)."""
+    first: dict[tuple[str, str, str], int] = {}
+    for c in decls:
+        for src in c.sources:
+            key = (c.output, src.uri, src.column)
+            if key in first and src.at is not None:
+                b.errors.append(AnnotationError(
+                    f"{src.uri}.{src.column} is already a source of column '{c.output}' (line {first[key]})",
+                    src.at,
+                    "give each source of a column once, with one kind: remove this one",
+                ))
+            elif src.at is not None:
+                first[key] = src.at.line
 
 
 def _split_commas(t: Token) -> list[Token]:
@@ -687,8 +732,7 @@ def _freeze(b: _Builder, body_line: int) -> Header:
         _time_column_fits(b, part, mat if isinstance(mat, Materialize) else None)
     tests = [t for t in ls.get("tests", ()) if isinstance(t, DataTest)]
     _no_repeats(b, [(t.name, t.at) for t in tests], "a second data_test named '{}'", "each check needs its own name: merge the two lines, or test another column")
-    cols = [c for c in ls.get("columns", ()) if isinstance(c, ColumnDecl)]
-    _no_repeats(b, [(c.output, c.at) for c in cols], "column '{}' is declared twice", "list every source on one line: column x <- a.c1, b.c2")
+    _column_repeats(b, [c for c in ls.get("columns", ()) if isinstance(c, ColumnDecl)])
     prose = "\n".join(b.prose).strip()
     return Header(
         path=b.path,

@@ -142,17 +142,25 @@ class DataTest:
         return f"{self.kind}_{self.column}"
 
 
+# The kinds a ``column`` line may declare (``plan.spec.EdgeKind`` without ``scan``), the default first.
+COLUMN_KINDS = ("mod", "copy")
+
+
 @dataclass(frozen=True)
 class ColumnSource:
     uri: str
     column: str
+    at: Location | None = field(default=None, compare=False)  # the ``<uri>.<col>`` word on its line
 
 
 @dataclass(frozen=True)
 class ColumnDecl:
+    """One ``column <out> <- <uri>.<col>[, …] [copy|mod]`` line; an output may have several lines."""
+
     output: str
     sources: tuple[ColumnSource, ...]
     at: Location | None = field(default=None, compare=False)
+    kind: str = "mod"  # one of COLUMN_KINDS: every source of the line reaches ``output`` this way
 
 
 @dataclass(frozen=True)

@@ -65,9 +65,9 @@ def promised_schemas(outputs: Mapping[str, tuple[str, ...]], step_files: Mapping
             schemas[outs[0]] = (*cols, *managed)
             if mat.history:
                 schemas[outs[0] + "_current"] = schemas[outs[0]]  # the view of open versions
-        declared = [c.output for c in fr.header.columns]
+        declared = tuple(dict.fromkeys(c.output for c in fr.header.columns))
         if outs[0] not in schemas and declared:
-            schemas[outs[0]] = tuple(declared)
+            schemas[outs[0]] = declared
     return schemas
 
 
@@ -101,20 +101,16 @@ def current_view_resolver(
 
 
 def unproduced_warnings(steps: Sequence[AnyStep], step_files: Mapping[str, FileResult], produced: set[str]) -> list[LineageDefsError]:
-    """`relationships` targets and declared column sources that no script step produces."""
+    """`relationships` targets that no script step produces (a declared column's source is an input
+    of its step, checked in ``plan.declared``: an external input like any other)."""
     out: list[LineageDefsError] = []
     fix = "it is treated as external; check the URI if it should be a step's output"
     for s in steps:
         if not isinstance(s, ScriptStep):
             continue
-        fr = step_files[s.path]
         for t in s.tests:
             if t.kind == TestKind.RELATIONSHIPS and t.ref_uri not in produced and t.at:
                 out.append(SpecError(f"relationships target {t.ref_uri} is not produced by any step", t.at, fix, severity="warning"))
-        for c in fr.header.columns:
-            for src in c.sources:
-                if src.uri not in produced and c.at:  # underline the source, not the output column
-                    out.append(SpecError(f"column source {src.uri} is not produced by any step", fr.loc(c.at.line, src.uri), fix, severity="warning"))
     return out
 
 

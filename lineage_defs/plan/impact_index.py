@@ -22,7 +22,7 @@ from lineage_defs.plan.discover import SKIP_DIRS
 from lineage_defs.plan.impact import ColumnGraph
 from lineage_defs.plan.spec import Project
 
-INDEX_VERSION = "impact-v2"  # v2: a test's unknown line is null, not 0
+INDEX_VERSION = "impact-v3"  # v2: a test's unknown line is null, not 0; v3: declared column kinds (copy|mod, default mod)
 
 
 def _files(folder: str, skip: str) -> Iterator[tuple[str, int, int]]:

@@ -164,9 +164,13 @@ def _local_schemas(settings: LineageSettings) -> dict[str, list[str]]:
     return out
 
 
-def _where(step: AnyStep, column: str) -> Location:
+def _where(step: AnyStep, column: str, uri: str = "") -> Location:
     if not isinstance(step, ScriptStep):
         return Location(step.path, 1)
+    for decl in step.column_decls:  # a declared source: its `column` line
+        for src in decl.sources:
+            if src.at is not None and src.column == column and src.uri == uri:
+                return src.at
     pattern = re.compile(r"\b" + re.escape(column) + r"\b")
     for st in step.statements:
         for i, text in enumerate(st.sql.splitlines()):
@@ -190,7 +194,7 @@ def column_warnings(project: Project, schemas: dict[str, list[str]]) -> list[Spe
             out.append(
                 SpecError(
                     f"{e.source_uri} has no column '{e.source_column}' in its last materialization",
-                    _where(step, e.source_column),
+                    _where(step, e.source_column, e.source_uri),
                     f"did you mean '{guess}'?" if guess else f"its columns are {', '.join(cols)}",
                     severity="warning",
                 )

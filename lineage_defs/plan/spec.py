@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from lineage_defs.errors import LineageDefsError
 from lineage_defs.parse.model import (
     Cascade,
+    ColumnDecl,
     DataTest,
     EventTrigger,
     Freshness,
@@ -185,6 +186,9 @@ class ScriptStep(Step):
     attach: tuple[tuple[str, str], ...] = ()
     # The hash of the script file alone (path and text): a run checks it executes what was planned (run.script).
     file_hash: str = ""
+    # The `column` lines as written (their edges are in column_edges): a run checks the written
+    # schema has each declared output column (run.declared).
+    column_decls: tuple[ColumnDecl, ...] = ()
 
     @property
     def check_names(self) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from lineage_defs.errors import AnnotationError, LineageDefsError, Location, Spe
 from lineage_defs.parse.model import Materialize, TestKind
 from lineage_defs.plan.batching import batching_errors
 from lineage_defs.plan.cache import content_hash
+from lineage_defs.plan.declared import declared_edges, declared_outputs
 from lineage_defs.plan.files import FileResult
 from lineage_defs.plan.names import op_name
 from lineage_defs.plan.refs import match_template
@@ -83,7 +84,7 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
     for sp in a.problems:
         warnings.append(SpecError(sp.message, Location(rel, sp.line, sp.col), sp.fix, severity="warning"))
 
-    # column lineage: inferred, then declared `column` lines win per output column
+    # column lineage: inferred, then declared `column` lines win per output column (plan.declared)
     edges: list[ColumnEdge] = []
     declared = {c.output for c in h.columns}
     for e in a.edges:
@@ -92,13 +93,11 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
         src_uri = res(e.source_uri)
         target = outs[0] if e.target_column is None else f"{outs[0]}.{e.target_column}"
         edges.append(ColumnEdge(f"{src_uri}.{e.source_column}", target, EdgeKind(e.kind), e.subtypes))
-    for c in h.columns:
-        kind = EdgeKind.COPY if len(c.sources) == 1 and c.sources[0].column == c.output else EdgeKind.MOD
-        for src in c.sources:
-            edges.append(ColumnEdge(f"{res(src.uri)}.{src.column}", f"{outs[0]}.{c.output}", kind))
+    inputs = {*deps, *(res(r) for r in inferred)}  # a muted read is still read: its columns may flow
+    edges += declared_edges(h, a, outs[0], inputs, res, errors, warnings)
     out_cols = a.output_columns
     if out_cols is None and h.columns:
-        out_cols = tuple(c.output for c in h.columns)
+        out_cols = declared_outputs(h.columns)
 
     # macro libraries: the pipeline's own, then `use` targets
     folder = rel.rsplit("/", 1)[0]
@@ -135,6 +134,7 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
         events=h.events,
         tests=h.tests,
         column_edges=tuple(dict.fromkeys(edges)),
+        column_decls=h.columns,
         output_columns=tuple(out_cols) if out_cols is not None else None,
         statements=statements,
         uses=tuple(uses),

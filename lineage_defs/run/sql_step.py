@@ -26,6 +26,7 @@ from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_cu
 from lineage_defs.run.compile import Compiled, compile_statement, uses_substrates
 from lineage_defs.run.context import PartitionWindow, resolve_token
 from lineage_defs.run.contract import SliceReport
+from lineage_defs.run.declared import check_sources, checks_declared, written_audit
 from lineage_defs.run.duckdb_engine import DuckDBEngine
 from lineage_defs.run.engine import SLICE, SqlEngine, stage_table
 from lineage_defs.run.events import RunBatch
@@ -312,14 +313,23 @@ class StepRunner:
         if query is not None:
             req = dataclasses.replace(req, slice_table=query[0], slice_params=query[1], slice_columns=columns)
         outcomes: list[CheckOutcome] = []
+        declared = written_audit(self.session, self.step, result.target) if checks_declared(self.step) else None
+        if declared is not None:
+            check_sources(self.session, self.step)
+
+        def tests(conn: Any) -> None:
+            if self.step.tests:
+                outcomes.extend(self._evaluate(conn, window, SLICE))
 
         def audit(conn: Any) -> None:
-            outcomes.extend(self._evaluate(conn, window, SLICE))
+            if declared is not None:  # a declared column the write lacks rolls it back (run.declared)
+                declared(conn)
+            tests(conn)
 
         try:
-            wr = write(self.session, req, audit if self.step.tests else None)
-            if wr.skipped and self.step.tests:
-                audit(self.session.conn)  # the batch is already in: its checks still report, on the same slice
+            wr = write(self.session, req, audit if self.step.tests or declared is not None else None)
+            if wr.skipped:
+                tests(self.session.conn)  # the batch is already in: its checks still report, on the same slice
         except CheckFailed as e:
             result.checks = e.outcomes
             missing = missing_partitions(self.session, self.step, window) if rows == 0 and window is not None else []

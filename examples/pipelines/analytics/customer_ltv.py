@@ -2,8 +2,8 @@
 # on ducklake://main/orders debounce=15m
 # on ducklake://main/dim_customers
 # materialize duckdb://warehouse/customer_ltv
-# column customer_id <- ducklake://main/orders.customer_id
-# column segment <- ducklake://main/dim_customers.segment
+# column customer_id <- ducklake://main/orders.customer_id copy
+# column segment <- ducklake://main/dim_customers.segment copy
 # column order_count <- ducklake://main/orders.order_id
 # column lifetime_value_eur <- ducklake://main/orders.amount_eur
 # column avg_order_eur <- ducklake://main/orders.amount_eur
