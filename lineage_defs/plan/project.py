@@ -26,6 +26,7 @@ from lineage_defs.plan.cache import PlanCache
 from lineage_defs.plan.files import FileResult, analyze, with_schemas
 from lineage_defs.plan.spec import Analysis, AnyStep, DbtStep, Project, ScriptStep
 from lineage_defs.plan.steps import Graph, build_step
+from lineage_defs.plan.test_types import registry
 
 if TYPE_CHECKING:  # the dbt room builds on this module, never the other way round
     from lineage_defs.dbt.project import DbtProject
@@ -63,12 +64,14 @@ def without_invalid(project: Project) -> Project:
     return dataclasses.replace(project, steps=steps, externals=externals)
 
 
-def plan_folder(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], cache: PlanCache, dbt: DbtPart) -> Project:
-    """The ``Project`` of the folder's loaded script files and its dbt projects' part."""
+def plan_folder(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], cache: PlanCache, dbt: DbtPart, library_dirs: Sequence[str] = ()) -> Project:
+    """The ``Project`` of the folder's loaded script files and its dbt projects' part;
+    ``library_dirs`` are shared folders of test types (``LINEAGE_LIBRARY_DIRS``)."""
     errors: list[LineageDefsError] = list(dbt.errors)
     warnings: list[LineageDefsError] = list(dbt.warnings)
     for fr in files.values():
         errors.extend(fr.errors)
+    test_types = registry(root, files, library_dirs, errors)
     macros = tuple(p for p, fr in files.items() if fr.header.is_macros)
     step_files = {p: fr for p, fr in files.items() if fr.header.is_step and not fr.header.is_macros}
     for p, fr in files.items():
@@ -95,7 +98,7 @@ def plan_folder(root: Path, files: dict[str, FileResult], pipelines: dict[str, s
     libs: dict[str, list[str]] = {}
     for p in macros:
         libs.setdefault(pipelines[p], []).append(p)
-    g = Graph(files, producer, resolve, libs, names={s.name for s in steps}, errors=errors, warnings=warnings)
+    g = Graph(files, producer, resolve, libs, names={s.name for s in steps}, errors=errors, warnings=warnings, test_types=test_types)
     for p, fr in step_files.items():
         if p in outputs:
             steps.append(dbt.attach_databases(build_step(p, fr, outputs[p], pipelines[p], g), errors))
