@@ -76,7 +76,7 @@ def plan_folder(root: Path, files: dict[str, FileResult], pipelines: dict[str, s
     step_files = {p: fr for p, fr in files.items() if fr.header.is_step and not fr.header.is_macros}
     for p, fr in files.items():
         h = fr.header
-        if not h.is_step and not h.is_macros and (h.materialize or h.upstreams or h.partitioned or h.tests):
+        if not h.is_step and not h.is_macros and h.test_type is None and (h.materialize or h.upstreams or h.partitioned or h.tests):
             warnings.append(SpecError("has annotations but no 'pipeline' line, so it is not a step", fr.loc(1), "add '-- pipeline' to make it an asset"))
 
     # 1. what each step produces, and one producer per asset
