@@ -189,7 +189,9 @@ def test_check_locates_every_misuse_of_a_test_type(tmp_path: Path) -> None:
         "rows_between 1 many",  # does not convert to int
         "rows_between 1 mx=3",  # no such parameter
         "rows_between max=3 1",  # positional after named
+        "checks/rows_between.sql",  # a test type named as a custom test script
     ))
+    write(root, "shop/checks/no_check.py", "# test_type no_check n:int\ndef chek(con, table, n):\n    return 0\n")
     write(root, "shop/checks/asset_too.sql", """
         -- test_type asset_too
         -- materialize ducklake://main/asset_too
@@ -203,7 +205,7 @@ def test_check_locates_every_misuse_of_a_test_type(tmp_path: Path) -> None:
     write(lib, "rows_between.sql", ROWS_BETWEEN)  # the same name as the project's own
     rc, err = _check(root, tmp_path / "s", str(lib))
     assert rc == 1
-    headlines = [line for line in err.splitlines() if ": " in line and line.split(":", 1)[0].endswith(".sql")]
+    headlines = [line for line in err.splitlines() if ": " in line and line.split(":", 1)[0].endswith((".sql", ".py"))]
     assert sorted(headlines) == sorted([
         f"{lib}/rows_between.sql:1:14: test type 'rows_between' is declared twice (first at shop/checks/rows_between.sql:1) — rename one of them "
         "(a test type's name is unique across the pipelines folder and LINEAGE_LIBRARY_DIRS), or drop one folder from LINEAGE_LIBRARY_DIRS",
@@ -215,6 +217,8 @@ def test_check_locates_every_misuse_of_a_test_type(tmp_path: Path) -> None:
         "shop/bad.sql:8:33: a positional argument after a named one — write the positional arguments first, or name this one too: <param>=1",
         "shop/checks/asset_too.sql:2:4: 'materialize' in a test_type script: a test type is not an asset — "
         "remove this line (a test type only declares 'test_type'), or move the step into its own script",
+        "shop/bad.sql:9:14: 'checks/rows_between.sql' is a test type: it is used by its name — write data_test rows_between <min> <max>",
+        "shop/checks/no_check.py:1:13: test type 'no_check' defines no check() — define def check(con, table, **args) -> int returning the failing count (0: passes)",
         "shop/checks/undeclared.sql:3:24: $hi is not a parameter of test type 'undeclared' — declare it on the test_type line (hi:<type>), or use one of $lo",
     ])
     assert "    -- data_test rows_between 1 2 3\n                                  ^" in err  # the caret under the extra argument

@@ -115,8 +115,14 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
         elif found not in uses:
             uses.append(found)
     for t in h.tests:
-        if t.kind == TestKind.CUSTOM and t.script and find(rel, t.script, files, any_file=True) is None and t.at:
-            errors.append(AnnotationError(f"data_test script '{t.script}' not found", t.at, f"the path is relative to {folder}/ or the pipelines folder"))
+        if t.kind == TestKind.CUSTOM and t.script and t.at:
+            found = find(rel, t.script, files, any_file=True)
+            decl = files[found].header.test_type if found else None
+            if found is None:
+                errors.append(AnnotationError(f"data_test script '{t.script}' not found", t.at, f"the path is relative to {folder}/ or the pipelines folder"))
+            elif decl is not None:
+                args = " ".join(f"<{p.name}>" for p in decl.params)
+                errors.append(AnnotationError(f"'{t.script}' is a test type: it is used by its name", t.at, f"write data_test {decl.name} {args}".rstrip()))
 
     statements = a.statements
     errors.extend(batching_errors(rel, h.partitioned, statements, h.language))
