@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lineage_defs.errors import AnnotationError, LineageDefsError, Location, SpecError
-from lineage_defs.parse.model import Materialize, TestKind
+from lineage_defs.parse.model import DataTest, Materialize, TestKind
 from lineage_defs.plan.batching import batching_errors
 from lineage_defs.plan.cache import content_hash
 from lineage_defs.plan.files import FileResult
 from lineage_defs.plan.names import op_name
 from lineage_defs.plan.refs import match_template
 from lineage_defs.plan.spec import Analysis, ColumnEdge, Dep, EdgeKind, ScriptStep, Strategy
-from lineage_defs.plan.test_types import TestType, bind_all
 
 
 def strategy_of(m: Materialize | None, partitioned: bool) -> Strategy:
@@ -42,7 +41,7 @@ class Graph:
     resolve: Callable[[str], str]  # a read's URI → the asset it is (scd2 `_current` views, dbt relations)
     macros: Mapping[str, Sequence[str]]  # pipeline → its macro libraries
     names: set[str] = field(default_factory=set)  # op names taken
-    test_types: Mapping[str, TestType] = field(default_factory=dict)  # `test_type` scripts by name (``plan.test_types``)
+    tests: Mapping[str, tuple[DataTest, ...]] = field(default_factory=dict)  # per path: its data tests, test type uses bound (``plan.test_types``)
     errors: list[LineageDefsError] = field(default_factory=list)
     warnings: list[LineageDefsError] = field(default_factory=list)
 
@@ -141,7 +140,7 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
         debounce=h.debounce,
         schedules=h.schedules,
         events=h.events,
-        tests=bind_all(h.tests, g.test_types, errors),
+        tests=g.tests.get(rel, h.tests),
         column_edges=tuple(dict.fromkeys(edges)),
         output_columns=tuple(out_cols) if out_cols is not None else None,
         statements=statements,
