@@ -238,3 +238,28 @@ def test_a_test_type_declaration_is_checked_where_it_is_written(tmp_path: Path) 
     h, errs = parse_header("x/t.py", "# test_type share_below column share:float on:bool since:date\ndef check(con, table, **a):\n    return 0\n", "python")
     assert errs == [] and h.test_type is not None and not h.is_step
     assert [(p.name, p.type) for p in h.test_type.params] == [("column", "text"), ("share", "float"), ("on", "bool"), ("since", "date")]
+
+
+def test_a_set_based_batch_judges_each_partition_by_the_test_type(tmp_path: Path, instance: Any) -> None:
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    root, state = tmp_path / "p", tmp_path / "s"
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
+    # 2025-01-01 gets 3 rows, 2025-01-02 and 2025-01-03 get 2 each
+    query(settings, "CREATE TABLE lake.main.raw AS SELECT i AS id, TIMESTAMP '2025-01-01' + INTERVAL (i % 3) DAY + INTERVAL (i) MINUTE AS ts FROM range(7) t(i)")
+    write(root, "x/checks/rows_between.sql", ROWS_BETWEEN)
+    write(root, "x/batched.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01 time_column=ts batch=3
+        -- materialize ducklake://main/batched
+        -- data_test rows_between 3 3 severity=warn
+        SELECT id, ts FROM lake.main.raw WHERE ts >= $partition_start::TIMESTAMP AND ts < $partition_end::TIMESTAMP
+    """)
+    defs = build_definitions(settings=settings)
+    tags = {ASSET_PARTITION_RANGE_START_TAG: "2025-01-01", ASSET_PARTITION_RANGE_END_TAG: "2025-01-03"}
+    r = dg.materialize(defs.assets, instance=instance, resources=defs.resources, tags=tags, raise_on_error=False)
+    assert r.success
+    check = evaluations(r)[("batched", "rows_between_3_3")]
+    assert not check.passed and check.metadata["failed_partitions"].value == ["2025-01-02", "2025-01-03"]
+    snaps = {m.partition: m.metadata["lineage/ducklake_snapshot_id"].value for m in (e.event_specific_data.materialization for e in r.all_events if e.event_type_value == "ASSET_MATERIALIZATION")}
+    assert len(set(snaps.values())) == 1  # one set-based batch wrote all three partitions
