@@ -38,12 +38,13 @@ def load_project(root: str | Path, settings: LineageSettings | None = None) -> P
         fr = load_file(root, path, cache, catalogs)
         files[fr.header.path] = fr
         pipelines[fr.header.path] = pipeline
-    project = plan_folder(root, files, pipelines, cache, dbt)
+    project = plan_folder(root, files, pipelines, cache, dbt, settings.library_dirs)
     cache.save()
     # A folder that yields no step must not pass `check` silently.
     strays = stray_steps(root)
     empty: list[LineageDefsError] = []
-    with_steps = {s.pipeline for s in project.steps} | {pipelines[p] for p in project.invalid_paths if p in pipelines} | dbt.pipelines
+    test_types = {pipelines[p] for p, fr in files.items() if fr.header.test_type is not None}  # a folder of test types is no empty pipeline
+    with_steps = {s.pipeline for s in project.steps} | {pipelines[p] for p in project.invalid_paths if p in pipelines} | dbt.pipelines | test_types
     for folder in pipeline_folders(root):
         if folder.name not in with_steps and not (folder / "dbt_project.yml").exists():
             empty.append(SpecError("this pipeline folder holds no step", Location(folder.name), "add a script with a '-- pipeline' line, or remove the folder", severity="warning"))

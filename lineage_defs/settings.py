@@ -139,6 +139,8 @@ class LineageSettings:
     dbt_executable: str | None = None  # builds (default: this interpreter's dbt-core)
     dbt_analysis_executable: str | None = None  # writes the lineage index (default: the same)
     dbt_run_timeout: float = 3600.0  # a dbt run's budget without a `dagster/max_runtime` tag
+    # -- shared folders of test types (``test_type`` scripts) a team ships as a package, besides the pipelines folder's own
+    library_dirs: tuple[str, ...] = ()  # LINEAGE_LIBRARY_DIRS, os.pathsep-separated
     # -- your own Dagster definitions, merged into the code location (``lineage_defs.definitions``)
     definitions: tuple[str, ...] = ()  # "pkg.module[:attr]" or "path/to/file.py[:attr]"; attr defaults to `defs`
     # -- OpenLineage (the client itself is configured its own way: OPENLINEAGE_URL, openlineage.yml)
@@ -193,6 +195,8 @@ class LineageSettings:
             values["batch_retries"] = _count(e["LINEAGE_BATCH_RETRIES"], "LINEAGE_BATCH_RETRIES")
         if "on_invalid" in values:
             values["on_invalid"] = _on_invalid(values["on_invalid"])
+        if e.get("LINEAGE_LIBRARY_DIRS"):
+            values["library_dirs"] = tuple(os.path.abspath(d) for d in e["LINEAGE_LIBRARY_DIRS"].split(os.pathsep) if d.strip())
         if "definitions" in values:
             values["definitions"] = tuple(d.strip() for d in values["definitions"].split(",") if d.strip())
         if "openlineage_timeout" in values:

@@ -61,13 +61,13 @@ def test_warm_load_equals_cold_load(pipelines: Path, tmp_path: Path, calls: dict
     cold = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert len(cold.steps) == 17 and not cold.errors
     assert (cache / f"{CACHE_VERSION}.json").is_file()
-    assert sum(calls["parse"].values()) == 19  # every script, the macro library and the custom test included
+    assert sum(calls["parse"].values()) == 20  # every script, the macro library, the custom test and the test type included
     n_analysed = sum(calls["analyze"].values())
     assert n_analysed == 17  # the steps' bodies (not the macro library's, not the custom test's)
 
     warm = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert sum(calls["analyze"].values()) == n_analysed, "a warm load analysed again"
-    assert sum(calls["parse"].values()) == 2 * 19, "headers come from the files on every load, never from the cache"
+    assert sum(calls["parse"].values()) == 2 * 20, "headers come from the files on every load, never from the cache"
     assert_same(cold, warm)
     assert_same(cold, load_project(pipelines))
 

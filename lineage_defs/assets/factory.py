@@ -40,6 +40,7 @@ def _check_description(t: DataTest) -> str:
         TestKind.RELATIONSHIPS: f"{t.column} → {t.ref_uri}.{t.ref_column}",
         TestKind.ROW_COUNT: f"row count in [{t.min if t.min is not None else '-∞'}, {t.max if t.max is not None else '∞'}]",
         TestKind.CUSTOM: f"{t.script} returns no rows",
+        TestKind.TYPE: f"test type {t.type_name}({', '.join(f'{b.name}={b.text!r}' for b in t.bound)}) finds no failing rows",
     }[t.kind]
 
 

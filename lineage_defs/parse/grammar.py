@@ -47,6 +47,7 @@ from lineage_defs.parse.model import (
     TestKind,
     Upstream,
 )
+from lineage_defs.parse.test_type import not_an_asset, test_type_line, type_use
 from lineage_defs.triggers.source import BadValue, Check, Source
 from lineage_defs.triggers import sources
 
@@ -364,9 +365,8 @@ def _data_test(ln: _Line, args: list[Token]) -> None:
         o = ln.options(rest, sev_opts, what="a custom data_test")
         if o is not None:
             ln.b.add("tests", DataTest(TestKind.CUSTOM, script=kind, severity=Severity(str(o.get("severity", "error"))), at=ln.loc(kind_tok.start, len(kind_tok.text))))
-    else:
-        guess = did_you_mean(kind, ("unique", "not_null", "accepted_values", "relationships", "row_count"))
-        ln.error(kind_tok, f"unknown data_test '{kind}'", f"did you mean '{guess}'?" if guess else "use unique, not_null, accepted_values, relationships, row_count or a .sql script path")
+    else:  # a test type's name: bound to its `test_type` script by the plan (unknown names are reported there)
+        type_use(ln, kind_tok, rest, sev_opts)
 
 
 def _accepted_values(ln: _Line, kind_tok: Token) -> None:
@@ -630,6 +630,7 @@ _HANDLERS: dict[str, Callable[[_Line, list[Token]], None]] = {
     "append": _append,
     "breaking": _breaking,
     **HOOK_HANDLERS,  # hook, on_failure, on_success, on_recovery (parse.hooks)
+    "test_type": test_type_line,
 }
 
 
@@ -664,6 +665,7 @@ def parse_header(path: str, text: str, language: Language | str) -> tuple[Header
             ln.error(word, f"unknown annotation '{word.text}'", f"did you mean '{guess}'?" if guess else "see the annotation reference in docs/annotations.md")
             continue
         handler(ln, ln.tokens[1:])
+        b.add("annotation_words", (word.text, ln.loc(word.start, len(word.text))))
     header = _freeze(b, body_line)  # may add cross-line errors (history without key, …)
     return header, sorted(b.errors, key=lambda e: (e.line, e.col))
 
@@ -733,6 +735,7 @@ def _freeze(b: _Builder, body_line: int) -> Header:
     tests = [t for t in ls.get("tests", ()) if isinstance(t, DataTest)]
     _no_repeats(b, [(t.name, t.at) for t in tests], "a second data_test named '{}'", "each check needs its own name: merge the two lines, or test another column")
     _column_repeats(b, [c for c in ls.get("columns", ()) if isinstance(c, ColumnDecl)])
+    not_an_asset(b)
     prose = "\n".join(b.prose).strip()
     return Header(
         path=b.path,
@@ -762,4 +765,5 @@ def _freeze(b: _Builder, body_line: int) -> Header:
         is_hook="hook" in v,
         hooks=tuple(ls.get("hooks", ())),  # type: ignore[arg-type]
         hook_at=v.get("hook"),  # type: ignore[arg-type]
+        test_type=v.get("test_type"),  # type: ignore[arg-type]
     )

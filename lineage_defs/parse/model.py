@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Union
@@ -61,6 +63,52 @@ class TestKind(StrEnum):
     RELATIONSHIPS = "relationships"
     ROW_COUNT = "row_count"
     CUSTOM = "custom"
+    TYPE = "type"  # a use of a `test_type` script (``lineage_defs.plan.test_types``)
+
+
+# The types a `test_type` parameter may declare (untyped: text).
+PARAM_TYPES = ("text", "int", "float", "bool", "date")
+
+
+@dataclass(frozen=True)
+class TestParam:
+    """One declared parameter of a test type: ``min:int``."""
+
+    __test__ = False
+
+    name: str
+    type: str = "text"
+
+
+@dataclass(frozen=True)
+class TestTypeDecl:
+    """A ``test_type <name> <param>...`` line: the script is a reusable data test, not an asset."""
+
+    __test__ = False
+
+    name: str
+    params: tuple[TestParam, ...] = ()
+    at: Location | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class TestArg:
+    """One argument of a ``data_test <type> ...`` use, as written (``name`` for ``name=value``)."""
+
+    __test__ = False
+
+    text: str
+    name: str | None = None
+    at: Location | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class BoundArg:
+    """An argument bound to its declared parameter (the plan checked that ``text`` converts to ``type``)."""
+
+    name: str
+    type: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -130,6 +178,9 @@ class DataTest:
     script: str | None = None
     severity: Severity = Severity.ERROR
     at: Location | None = field(default=None, compare=False)
+    type_name: str | None = None  # TYPE: the test type used, its arguments as written,
+    args: tuple[TestArg, ...] = ()
+    bound: tuple[BoundArg, ...] = ()  # and (once planned) bound to its parameters; `script` is its file
 
     @property
     def name(self) -> str:
@@ -139,11 +190,28 @@ class DataTest:
             return "".join(c if c.isalnum() else "_" for c in stem)
         if self.kind is TestKind.ROW_COUNT:
             return "row_count"
+        if self.kind is TestKind.TYPE:
+            return type_check_name(self.type_name or "", self.args)
         return f"{self.kind}_{self.column}"
 
 
 # The kinds a ``column`` line may declare (``plan.spec.EdgeKind`` without ``scan``), the default first.
 COLUMN_KINDS = ("mod", "copy")
+
+
+def type_check_name(type_name: str, args: tuple[TestArg, ...]) -> str:
+    """``rows_between`` + its arguments as written: ``data_test rows_between 1 10`` → ``rows_between_1_10``.
+
+    Two uses of a type on one step differ in their arguments, so their checks differ in name.
+
+    >>> type_check_name("rows_between", (TestArg("1"), TestArg("1e3", "max")))
+    'rows_between_1_max_1e3'
+    """
+    words = [w for a in args for w in (a.name, a.text) if w]
+    slug = re.sub(r"[^0-9A-Za-z]+", "_", "_".join(words)).strip("_").lower()
+    if len(slug) > 40:  # long text arguments: a readable start, and a digest that keeps them apart
+        slug = slug[:30].rstrip("_") + "_" + hashlib.sha1("\x00".join(words).encode()).hexdigest()[:8]
+    return f"{type_name}_{slug}" if slug else type_name
 
 
 @dataclass(frozen=True)
@@ -225,3 +293,4 @@ class Header:
     is_hook: bool = False  # `-- hook`: a hook script (SPEC section 13), run by hook jobs, never an asset
     hooks: tuple[HookRef, ...] = ()  # its on_failure / on_success / on_recovery lines
     hook_at: Location | None = field(default=None, compare=False)  # where `-- hook` is
+    test_type: TestTypeDecl | None = None  # `test_type <name> <param>...`: a reusable data test, not an asset

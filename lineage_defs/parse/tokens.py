@@ -15,7 +15,7 @@ from lineage_defs.errors import did_you_mean
 KEYWORDS = (
     "pipeline", "on", "mute", "trigger", "debounce", "partitioned", "materialize",
     "data_test", "column", "macros", "use", "freshness", "retry", "tag", "owner",
-    "pool", "dialect", "breaking", "hook", "on_failure", "on_success", "on_recovery",
+    "pool", "dialect", "breaking", "hook", "on_failure", "on_success", "on_recovery", "test_type",
 )
 ALIASES = {"test": "data_test", "unique_key": "unique_key", "append": "append"}
 PARTITION_KINDS = ("daily", "hourly", "weekly", "monthly", "dynamic")

@@ -42,6 +42,10 @@ def fingerprint(root: Path, state_dir: Path) -> str:
         h.update(f"{key}={os.environ[key]}\0".encode())
     for path, size, mtime in sorted(_files(str(root.resolve()), str(state_dir.resolve()))):
         h.update(f"{path}\0{size}\0{mtime}\0".encode())
+    for lib in os.environ.get("LINEAGE_LIBRARY_DIRS", "").split(os.pathsep):  # shared test types: their edits change the plan's errors
+        if lib.strip() and os.path.isdir(lib):
+            for path, size, mtime in sorted(_files(os.path.abspath(lib), str(state_dir.resolve()))):
+                h.update(f"{path}\0{size}\0{mtime}\0".encode())
     return h.hexdigest()
 
 

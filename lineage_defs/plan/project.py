@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from lineage_defs.errors import LineageDefsError, SpecError
 from lineage_defs.parse import Header
-from lineage_defs.parse.model import Language
+from lineage_defs.parse.model import Language, TestKind
 from lineage_defs.plan import graph, hooks
 from lineage_defs.plan.cache import PlanCache
 from lineage_defs.plan.files import FileResult, analyze, with_schemas
 from lineage_defs.plan.spec import Analysis, AnyStep, DbtStep, Project, ScriptStep
 from lineage_defs.plan.steps import Graph, build_step
+from lineage_defs.plan.test_types import bind_all, registry
 
 if TYPE_CHECKING:  # the dbt room builds on this module, never the other way round
     from lineage_defs.dbt.project import DbtProject
@@ -63,17 +64,21 @@ def without_invalid(project: Project) -> Project:
     return dataclasses.replace(project, steps=steps, externals=externals)
 
 
-def plan_folder(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], cache: PlanCache, dbt: DbtPart) -> Project:
-    """The ``Project`` of the folder's loaded script files and its dbt projects' part."""
+def plan_folder(root: Path, files: dict[str, FileResult], pipelines: dict[str, str], cache: PlanCache, dbt: DbtPart, library_dirs: Sequence[str] = ()) -> Project:
+    """The ``Project`` of the folder's loaded script files and its dbt projects' part;
+    ``library_dirs`` are shared folders of test types (``LINEAGE_LIBRARY_DIRS``)."""
     errors: list[LineageDefsError] = list(dbt.errors)
     warnings: list[LineageDefsError] = list(dbt.warnings)
     for fr in files.values():
         errors.extend(fr.errors)
+    # every script's uses of test types bound (reported even where the script has other errors)
+    test_types = registry(root, files, library_dirs, errors)
+    bound = {p: bind_all(fr.header.tests, test_types, errors) for p, fr in files.items() if any(t.kind is TestKind.TYPE for t in fr.header.tests)}
     macros = tuple(p for p, fr in files.items() if fr.header.is_macros)
     step_files = {p: fr for p, fr in files.items() if fr.header.is_step and not fr.header.is_macros}
     for p, fr in files.items():
         h = fr.header
-        if not h.is_step and not h.is_macros and (h.materialize or h.upstreams or h.partitioned or h.tests):
+        if not h.is_step and not h.is_macros and h.test_type is None and (h.materialize or h.upstreams or h.partitioned or h.tests):
             warnings.append(SpecError("has annotations but no 'pipeline' line, so it is not a step", fr.loc(1), "add '-- pipeline' to make it an asset"))
 
     # 1. what each step produces, and one producer per asset
@@ -95,7 +100,7 @@ def plan_folder(root: Path, files: dict[str, FileResult], pipelines: dict[str, s
     libs: dict[str, list[str]] = {}
     for p in macros:
         libs.setdefault(pipelines[p], []).append(p)
-    g = Graph(files, producer, resolve, libs, names={s.name for s in steps}, errors=errors, warnings=warnings)
+    g = Graph(files, producer, resolve, libs, names={s.name for s in steps}, errors=errors, warnings=warnings, tests=bound)
     for p, fr in step_files.items():
         if p in outputs:
             steps.append(dbt.attach_databases(build_step(p, fr, outputs[p], pipelines[p], g), errors))

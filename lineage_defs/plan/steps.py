@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lineage_defs.errors import AnnotationError, LineageDefsError, Location, SpecError
-from lineage_defs.parse.model import Materialize, TestKind
+from lineage_defs.parse.model import DataTest, Materialize, TestKind
 from lineage_defs.plan.batching import batching_errors
 from lineage_defs.plan.cache import content_hash
 from lineage_defs.plan.declared import declared_edges, declared_outputs
@@ -42,6 +42,7 @@ class Graph:
     resolve: Callable[[str], str]  # a read's URI → the asset it is (scd2 `_current` views, dbt relations)
     macros: Mapping[str, Sequence[str]]  # pipeline → its macro libraries
     names: set[str] = field(default_factory=set)  # op names taken
+    tests: Mapping[str, tuple[DataTest, ...]] = field(default_factory=dict)  # per path: its data tests, test type uses bound (``plan.test_types``)
     errors: list[LineageDefsError] = field(default_factory=list)
     warnings: list[LineageDefsError] = field(default_factory=list)
 
@@ -112,8 +113,14 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
         elif found not in uses:
             uses.append(found)
     for t in h.tests:
-        if t.kind == TestKind.CUSTOM and t.script and find(rel, t.script, files, any_file=True) is None and t.at:
-            errors.append(AnnotationError(f"data_test script '{t.script}' not found", t.at, f"the path is relative to {folder}/ or the pipelines folder"))
+        if t.kind == TestKind.CUSTOM and t.script and t.at:
+            found = find(rel, t.script, files, any_file=True)
+            decl = files[found].header.test_type if found else None
+            if found is None:
+                errors.append(AnnotationError(f"data_test script '{t.script}' not found", t.at, f"the path is relative to {folder}/ or the pipelines folder"))
+            elif decl is not None:
+                args = " ".join(f"<{p.name}>" for p in decl.params)
+                errors.append(AnnotationError(f"'{t.script}' is a test type: it is used by its name", t.at, f"write data_test {decl.name} {args}".rstrip()))
 
     statements = a.statements
     errors.extend(batching_errors(rel, h.partitioned, statements, h.language))
@@ -132,7 +139,7 @@ def build_step(rel: str, fr: FileResult, outs: tuple[str, ...], pipeline: str, g
         debounce=h.debounce,
         schedules=h.schedules,
         events=h.events,
-        tests=h.tests,
+        tests=g.tests.get(rel, h.tests),
         column_edges=tuple(dict.fromkeys(edges)),
         column_decls=h.columns,
         output_columns=tuple(out_cols) if out_cols is not None else None,

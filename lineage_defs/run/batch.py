@@ -25,9 +25,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from lineage_defs.errors import RunError, did_you_mean
-from lineage_defs.parse.model import TestKind
 from lineage_defs.plan.spec import PARTITION_COLUMN, ScriptStep, Strategy
-from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate_by_partition
+from lineage_defs.run.checks import PER_SLICE, CheckFailed, CheckOutcome, evaluate_by_partition
 from lineage_defs.run.context import PartitionWindow, bind_params, resolve_token
 from lineage_defs.run.engine import SLICE
 from lineage_defs.run.sql_step import SliceResult, StepRunner, write_request
@@ -200,7 +199,7 @@ class BatchRunner(StepRunner):
         def custom(key: str) -> list[CheckOutcome]:
             conn = self.session.conn
             conn.execute(f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT * EXCLUDE ({_q(PARTITION_COLUMN)}) FROM {BATCH} WHERE {_q(PARTITION_COLUMN)} = $p", {"p": key})
-            tests = tuple(t for t in self.step.tests if t.kind == TestKind.CUSTOM)
+            tests = tuple(t for t in self.step.tests if t.kind in PER_SLICE)
             try:
                 return self._evaluate(conn, windows[key], PART, tests)
             except CheckFailed as e:

@@ -13,8 +13,11 @@ from typing import Any
 from lineage_defs.errors import Location, RunError
 from lineage_defs.parse.model import DataTest, Language, Severity, TestKind
 from lineage_defs.run.quoting import ident
+from lineage_defs.run.test_types import python_test, sql_test
 
 MAX_SAMPLES = 20
+# Tests a set-based batch evaluates on each partition's own slice (the others run grouped over the batch).
+PER_SLICE = (TestKind.CUSTOM, TestKind.TYPE)
 
 
 @dataclass(frozen=True)
@@ -88,20 +91,33 @@ def evaluate(
     ref_table: Any,
     custom_sql: Any,
     path: str,
+    root: str = ".",
 ) -> list[CheckOutcome]:
     """Evaluate every test; raise ``CheckFailed`` after all ran if a blocking one failed.
 
     ``ref_table(uri)`` names a relationships target in this connection;
-    ``custom_sql(script)`` returns the compiled (sql, params) of a custom test.
+    ``custom_sql(script)`` returns the compiled (sql, params) of a custom test
+    (or of a test type's script); ``root`` is the pipelines folder test types are relative to.
     """
     out = []
     for t in tests:
         if t.kind == TestKind.ROW_COUNT:
             out.append(_row_count(t, int(conn.execute(f"SELECT count(*) FROM {slice_table}").fetchone()[0]), slice_table))
             continue
+        if t.kind == TestKind.TYPE and (t.script or "").endswith(".py"):
+            try:
+                n, desc = python_test(conn, t, root)
+            except RunError:
+                raise
+            except Exception as e:
+                raise RunError(f"data test '{t.name}' could not run: {e}", t.at or Location(path), "fix the test type's check() or the arguments it gets") from e
+            out.append(CheckOutcome(t.name, n == 0, t.severity, n, [], "", desc))
+            continue
         if t.kind == TestKind.CUSTOM:
             sql, params = custom_sql(t.script)
             desc = f"{t.script} returns no rows"
+        elif t.kind == TestKind.TYPE:
+            sql, params, desc = sql_test(t, root, custom_sql)
         else:
             sql, params, desc = _violations(t, slice_table, ref_table)
         try:
@@ -127,7 +143,7 @@ def evaluate_by_partition(
     """The tests of a set-based batch, each partition judged on its own rows (as if written alone).
 
     Built-in tests run once over the batch, grouped by the partition column
-    ``by``; ``custom(key)`` evaluates the custom tests of one partition. Raises
+    ``by``; ``custom(key)`` evaluates the custom tests and test types of one partition. Raises
     ``CheckFailed`` (every partition's outcomes) after all ran if a blocking one failed.
     """
     out: dict[str, list[CheckOutcome]] = {k: [] for k in keys}
@@ -137,7 +153,7 @@ def evaluate_by_partition(
             for k in keys:
                 out[k].append(_row_count(t, int(counts.get(k, 0)), batch_table))
             continue
-        if t.kind == TestKind.CUSTOM:
+        if t.kind in PER_SLICE:
             continue
         sql, params, desc = _violations(t, batch_table, ref_table, by)
         try:
@@ -154,7 +170,7 @@ def evaluate_by_partition(
         for k in keys:
             n = int(counts.get(k, 0))
             out[k].append(CheckOutcome(t.name, n == 0, t.severity, n, samples.get(k, []), sql, desc))
-    if any(t.kind == TestKind.CUSTOM for t in tests):
+    if any(t.kind in PER_SLICE for t in tests):
         for k in keys:
             out[k].extend(custom(k))
     failed = {k: [o for o in os_ if not o.passed and o.severity == Severity.ERROR] for k, os_ in out.items()}

@@ -366,7 +366,7 @@ class StepRunner:
             return c.sql, c.params
 
         conn.execute(f"CREATE OR REPLACE TEMP VIEW _slice AS SELECT * FROM {slice_table}")
-        return evaluate(conn, self.step.tests if tests is None else tests, slice_table, self.session.table_sql, custom, self.step.path)
+        return evaluate(conn, self.step.tests if tests is None else tests, slice_table, self.session.table_sql, custom, self.step.path, self.settings.pipelines_dir)
 
     def _manual_checks(self, window: PartitionWindow | None, result: SliceResult) -> None:
         """A manual step wrote its target itself: test the target afterwards (no rollback possible)."""

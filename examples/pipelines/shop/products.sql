@@ -3,6 +3,7 @@
 -- data_test unique product_id
 -- data_test not_null price_cents
 -- data_test accepted_values category = apparel,shoes,accessories,"home & living"
+-- data_test rows_between 10 1000
 -- tag reference
 -- owner team:merchandising
 --
