@@ -61,7 +61,7 @@ def test_warm_load_equals_cold_load(pipelines: Path, tmp_path: Path, calls: dict
     cold = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert len(cold.steps) == 17 and not cold.errors
     assert (cache / f"{CACHE_VERSION}.json").is_file()
-    assert sum(calls["parse"].values()) == 20  # every script, the macro library, the custom test and the test type included
+    assert sum(calls["parse"].values()) == 21  # every script, the macro library, the custom test, the test type and the notify hook included
     n_analysed = sum(calls["analyze"].values())
     assert n_analysed == 17  # the steps' bodies (not the macro library's, not the custom test's)
 
