@@ -143,7 +143,7 @@ def _decoder(tp: Any) -> Fn:
         return fn
     inner = _optional(tp)
     if inner in _EXACT:  # ``str | None``: one check, not two calls (a warm load decodes ~100,000 values)
-        def exact_or_none(v: Any, t: type = inner) -> Any:
+        def exact_or_none(v: Any, t: Any = inner) -> Any:
             if v is not None and type(v) is not t:
                 raise TypeError(f"expected {t.__name__} or null, got {type(v).__name__}")
             return v

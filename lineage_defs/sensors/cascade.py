@@ -127,7 +127,7 @@ def inputs_materialized(keys: tuple[AssetKey, ...] | None = None) -> AutomationC
 
 
 @functools.cache
-def _all_inputs_present() -> AutomationCondition:
+def _all_inputs_present() -> Any:  # a DepsAutomationCondition (Dagster's private module names it)
     present = (~AutomationCondition.missing() | AutomationCondition.will_be_requested()).with_label("materialized_or_requested")
     return AutomationCondition.all_deps_match(present)
 
