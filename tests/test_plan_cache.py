@@ -62,12 +62,13 @@ def test_warm_load_equals_cold_load(pipelines: Path, tmp_path: Path, calls: dict
     assert len(cold.steps) == 17 and not cold.errors
     assert (cache / f"{CACHE_VERSION}.json").is_file()
     assert sum(calls["parse"].values()) == 19  # every script, the macro library and the custom test included
+    n_parsed = sum(calls["parse"].values())
     n_analysed = sum(calls["analyze"].values())
     assert n_analysed == 17  # the steps' bodies (not the macro library's, not the custom test's)
 
     warm = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert sum(calls["analyze"].values()) == n_analysed, "a warm load analysed again"
-    assert sum(calls["parse"].values()) == 19, "a warm load parsed a header again"
+    assert sum(calls["parse"].values()) == n_parsed, "a warm load parsed a header again"
     assert_same(cold, warm)
     assert_same(cold, load_project(pipelines))
 
@@ -96,6 +97,7 @@ def test_a_changed_parser_parses_every_header_again(pipelines: Path, tmp_path: P
     settings = LineageSettings(state_dir=str(tmp_path))
     before = project_mod.parser_fingerprint()
     cold = load_project(pipelines, settings)
+    n_files = sum(calls["parse"].values())
     grammar = Path(project_mod.__file__).parents[1] / "parse" / "grammar.py"
     project_mod.parser_fingerprint.cache_clear()
     monkeypatch.setattr(Path, "read_bytes", lambda self, real=Path.read_bytes: real(self) + (b"# edited" if self == grammar else b""))
@@ -103,7 +105,7 @@ def test_a_changed_parser_parses_every_header_again(pipelines: Path, tmp_path: P
     for c in calls.values():
         c.clear()
     assert_same(load_project(pipelines, settings), cold)
-    assert sum(calls["parse"].values()) == 19 and not calls["analyze"]  # the bodies' analyses are still the files' own
+    assert sum(calls["parse"].values()) == n_files and not calls["analyze"]  # the bodies' analyses are still the files' own
     monkeypatch.undo()
     project_mod.parser_fingerprint.cache_clear()
     assert project_mod.parser_fingerprint() == before
