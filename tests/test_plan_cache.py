@@ -1,5 +1,5 @@
-"""The plan cache: warm loads equal cold ones, only changed files are analysed again, corrupt or tampered caches are cold starts
-(the cache holds analysis only: headers come from the files, runs execute the files), no sqlglot when warm."""
+"""The plan cache: warm loads equal cold ones, only changed files (or a changed parser) are parsed and analysed again, corrupt
+caches are cold starts, tampered statements are not run (runs execute the files), no sqlglot when warm."""
 
 from __future__ import annotations
 
@@ -62,12 +62,13 @@ def test_warm_load_equals_cold_load(pipelines: Path, tmp_path: Path, calls: dict
     assert len(cold.steps) == 17 and not cold.errors
     assert (cache / f"{CACHE_VERSION}.json").is_file()
     assert sum(calls["parse"].values()) == 21  # every script, the macro library, the custom test, the test type and the notify hook included
+    n_parsed = sum(calls["parse"].values())
     n_analysed = sum(calls["analyze"].values())
     assert n_analysed == 17  # the steps' bodies (not the macro library's, not the custom test's)
 
     warm = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert sum(calls["analyze"].values()) == n_analysed, "a warm load analysed again"
-    assert sum(calls["parse"].values()) == 2 * 21, "headers come from the files on every load, never from the cache"
+    assert sum(calls["parse"].values()) == n_parsed, "a warm load parsed a header again"
     assert_same(cold, warm)
     assert_same(cold, load_project(pipelines))
 
@@ -82,12 +83,32 @@ def test_changing_one_file_reparses_only_that_file(pipelines: Path, tmp_path: Pa
 
     after = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     assert calls["analyze"] == Counter({"shop/products.sql": 1})
+    assert calls["parse"] == Counter({"shop/products.sql": 1})
     assert_same(after, load_project(pipelines))  # nothing stale from the cache
 
     for c in calls.values():
         c.clear()
     load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
-    assert not calls["analyze"]
+    assert not calls["analyze"] and not calls["parse"]
+
+
+def test_a_changed_parser_parses_every_header_again(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached header is keyed by the parser's own source: a header parsed by another version of the grammar is not used."""
+    settings = LineageSettings(state_dir=str(tmp_path))
+    before = project_mod.parser_fingerprint()
+    cold = load_project(pipelines, settings)
+    n_files = sum(calls["parse"].values())
+    grammar = Path(project_mod.__file__).parents[1] / "parse" / "grammar.py"
+    project_mod.parser_fingerprint.cache_clear()
+    monkeypatch.setattr(Path, "read_bytes", lambda self, real=Path.read_bytes: real(self) + (b"# edited" if self == grammar else b""))
+    assert project_mod.parser_fingerprint() != before
+    for c in calls.values():
+        c.clear()
+    assert_same(load_project(pipelines, settings), cold)
+    assert sum(calls["parse"].values()) == n_files and not calls["analyze"]  # the bodies' analyses are still the files' own
+    monkeypatch.undo()
+    project_mod.parser_fingerprint.cache_clear()
+    assert project_mod.parser_fingerprint() == before
 
 
 @pytest.mark.parametrize(
@@ -185,7 +206,7 @@ def test_an_entry_of_the_wrong_shape_is_a_miss(pipelines: Path, tmp_path: Path, 
     good = load_project(pipelines, LineageSettings(state_dir=str(cache.parent)))
     path = cache / f"{CACHE_VERSION}.json"
     data = json.loads(path.read_text())
-    key = next(iter(data["entries"]))
+    key = next(k for k, e in data["entries"].items() if _is_analysis(e))
     entry = data["entries"][key]
     entry[0] = 42  # the reads: a number where a list belongs
     path.write_text(json.dumps(data))
@@ -195,17 +216,29 @@ def test_an_entry_of_the_wrong_shape_is_a_miss(pipelines: Path, tmp_path: Path, 
     assert sum(calls["analyze"].values()) == 1  # only the damaged entry was analysed again
 
 
+def _is_analysis(entry: object) -> bool:
+    from lineage_defs.plan.codec import CodecError, decode
+    from lineage_defs.plan.spec import Analysis
+
+    try:
+        decode(entry, Analysis)
+    except CodecError:
+        return False
+    return True
+
+
 def _tamper(cache: Path, edit: object) -> None:
-    """Apply ``edit(entry)`` to every entry of the plan cache (what someone with write access to the state dir could do)."""
+    """Apply ``edit(entry)`` to every analysis entry of the plan cache (what someone with write access to the state dir could do)."""
     path = cache / f"{CACHE_VERSION}.json"
     data = json.loads(path.read_text())
     for entry in data["entries"].values():
-        edit(entry)  # type: ignore[operator]
+        if _is_analysis(entry):
+            edit(entry)  # type: ignore[operator]
     path.write_text(json.dumps(data))
 
 
-def test_an_edited_cache_changes_neither_what_a_step_checks_nor_what_it_runs(pipelines: Path, tmp_path: Path) -> None:
-    """The header (target, data tests) is never cached; cached statements that are not the file's own are not used."""
+def test_an_edited_cache_does_not_change_what_a_step_runs(pipelines: Path, tmp_path: Path) -> None:
+    """Cached statements that are not the file's own are not used (the state dir is trusted like the warehouse: docs/security.md)."""
     import dataclasses
 
     from lineage_defs.plan.spec import Analysis, Statement

@@ -3,8 +3,9 @@
 Every Dagster run process loads the code location again, so analysis is paid
 per run; this cache makes a warm load skip sqlglot entirely. One JSON file for
 the whole folder (one read at load), replaced atomically (``0600``) when it
-changes. It holds analysis only — headers are parsed from the files each load
-and runs split the script file itself — and it is data only: entries are
+changes. It holds each script's parsed header and its analysis (``files``:
+keyed by the file's content hash, the header also by the parser's source) —
+runs split the script file itself — and it is data only: entries are
 decoded by type (``codec``), never unpickled, and an entry (or a whole file)
 that does not decode, whatever it holds, deep nesting included, is a miss:
 the load starts cold instead of failing.
@@ -85,8 +86,10 @@ class PlanCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".plan-")
+            # json.dumps, not json.dump: only the one-shot call uses the C encoder (~10x faster)
+            data = json.dumps({"version": CACHE_VERSION, "entries": keep}, separators=(",", ":"))
             with os.fdopen(fd, "w") as f:
-                json.dump({"version": CACHE_VERSION, "entries": keep}, f, separators=(",", ":"))
+                f.write(data)
             os.replace(tmp, self.path)
         except OSError:
             pass

@@ -82,6 +82,10 @@ def _members(tp: Any) -> dict[str, Any]:
     return {a.__name__: a for a in args}
 
 
+# JSON gives exactly these types (a bool is no int here): decoded by a type check alone.
+_EXACT = (str, int, bool)
+
+
 def _scalar(tp: Any) -> Fn | None:
     if tp in (str, int, bool, type(None)):
         def check(v: Any) -> Any:
@@ -138,7 +142,14 @@ def _decoder(tp: Any) -> Fn:
     if fn is not None:
         return fn
     inner = _optional(tp)
-    if inner is not None:
+    if inner in _EXACT:  # ``str | None``: one check, not two calls (a warm load decodes ~100,000 values)
+        def exact_or_none(v: Any, t: Any = inner) -> Any:
+            if v is not None and type(v) is not t:
+                raise TypeError(f"expected {t.__name__} or null, got {type(v).__name__}")
+            return v
+
+        fn = exact_or_none
+    elif inner is not None:
         dec = _decoder(inner)
         fn = lambda v: None if v is None else dec(v)  # noqa: E731
     elif _is_union(tp):
@@ -162,7 +173,14 @@ def _decoder(tp: Any) -> Fn:
         fn = member
     elif typing.get_origin(tp) is tuple:
         args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
+        if len(args) == 2 and args[1] is Ellipsis and args[0] in _EXACT:
+            def exact_items(v: Any, t: type = args[0]) -> tuple[Any, ...]:
+                if not all(type(x) is t for x in _list(v)):
+                    raise TypeError(f"expected a list of {t.__name__}")
+                return tuple(v)
+
+            fn = exact_items
+        elif len(args) == 2 and args[1] is Ellipsis:
             item = _decoder(args[0])
             fn = lambda v: tuple([item(x) for x in _list(v)])  # noqa: E731
         else:

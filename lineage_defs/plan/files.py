@@ -1,8 +1,9 @@
-"""One script → its header, errors and body analysis; the analysis cached by content hash.
+"""One script → its header, errors and body analysis, both cached by content hash.
 
-The header (what the step is: its target, tests, partitions, triggers) is
-parsed from the file on every load: the cache never decides what a step
-writes or checks. The body analysis (reads, writes, column lineage, the
+The header (what the step is: its target, tests, partitions, triggers) and
+its errors are cached under the file's content hash (path and text) and the
+parser's own fingerprint (``parser_fingerprint``: a hash of the parser's
+source files), so an edited script or an edited parser parses again. The body analysis (reads, writes, column lineage, the
 statement split) is sqlglot's for SQL and URI constants for Python and Bash;
 a warm load takes it from the cache when its statements are still the
 file's own, else analyses again. A run never executes SQL from the cache
@@ -11,6 +12,8 @@ either: it splits the script file it was planned from (``run.script``).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +41,41 @@ class FileResult:
         text = self.text_lines[line - 1] if 0 < line <= len(self.text_lines) else ""
         col = text.find(needle) + 1 if needle and needle in text else 1
         return Location(self.header.path, line, col, text, len(needle) if needle and needle in text else 1)
+
+
+# What a header's parse depends on besides the file: the grammar, the trigger sources' rows
+# (``on <keyword>`` lines), URI normalisation and the error types.
+_PARSER_SOURCES = ("parse/*.py", "triggers/source.py", "triggers/sources.py", "triggers/*/source.py", "uris.py", "errors.py")
+
+
+@dataclass(frozen=True)
+class ParsedHeader:
+    """What ``parse_header`` gives for one file, as the plan cache holds it."""
+
+    header: Header
+    errors: tuple[AnnotationError, ...]
+
+
+@functools.cache
+def parser_fingerprint() -> str:
+    """A hash of the parser's source files: a cached header is used only by the parser that wrote it."""
+    package = Path(uris.__file__).parent
+    h = hashlib.sha256()
+    for pattern in _PARSER_SOURCES:
+        for f in sorted(package.glob(pattern)):
+            h.update(f.relative_to(package).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def header_of(rel: str, text: str, key: str, language: Language, cache: PlanCache) -> ParsedHeader:
+    """The file's parsed header and its errors: from the cache under its content hash, else parsed (and stored)."""
+    header_key = content_hash("header", key, language.value, parser_fingerprint())
+    hit = cache.get(header_key, ParsedHeader)
+    if hit is None or hit.header.path != rel or hit.header.language is not language:
+        header, errs = parse_header(rel, text, language)
+        hit = ParsedHeader(header, tuple(errs))
+        cache.put(header_key, hit)
+    return hit
 
 
 def analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str, Sequence[str]] | None = None, dbt_catalogs: Sequence[str] = ()) -> Analysis:
@@ -77,7 +115,8 @@ def load_file(root: Path, path: Path, cache: PlanCache, dbt_catalogs: Sequence[s
     rel = path.relative_to(root).as_posix()
     text = path.read_text(encoding="utf-8", errors="replace")
     key = content_hash(rel, text)
-    header, errs = parse_header(rel, text, language_of(path.name) or Language.DUCKDB)
+    parsed = header_of(rel, text, key, language_of(path.name) or Language.DUCKDB, cache)
+    header = parsed.header
     analysis = None
     if header.is_step:
         body = body_from(text, header.body_line)
@@ -86,7 +125,7 @@ def load_file(root: Path, path: Path, cache: PlanCache, dbt_catalogs: Sequence[s
         if analysis is None or not statements_match(analysis, body):
             analysis = analyze(header, body, pg_connection(header), dbt_catalogs=dbt_catalogs)
             cache.put(analysis_key, analysis)
-    return FileResult(header, tuple(errs), analysis, tuple(text.splitlines()[: header.body_line]), key)
+    return FileResult(header, parsed.errors, analysis, tuple(text.splitlines()[: header.body_line]), key)
 
 
 def with_schemas(root: Path, fr: FileResult, known: Mapping[str, Sequence[str]], cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult:

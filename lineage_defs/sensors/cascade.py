@@ -27,6 +27,7 @@ plan drops them), so they never trigger.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -50,6 +51,7 @@ SENSOR_CHUNK = 400
 SENSOR_NAME = "lineage_cascade"
 
 
+@functools.cache  # conditions are immutable: the subtrees every step's condition holds are built once
 def _updated() -> AutomationCondition:
     return (
         AutomationCondition.newly_updated() & ~AutomationCondition.executed_with_root_target()
@@ -118,11 +120,21 @@ def inputs_materialized(keys: tuple[AssetKey, ...] | None = None) -> AutomationC
     """True for the partitions whose every input (of ``keys``; None: every dep) was materialized for
     them — some partition mapped to them, for an input of another grain — or is requested on this
     very tick. Evaluated input by input: the UI lists each with its own result."""
-    present = (~AutomationCondition.missing() | AutomationCondition.will_be_requested()).with_label("materialized_or_requested")
-    cond = AutomationCondition.all_deps_match(present)
+    cond = _all_inputs_present()
     if keys is not None:
         cond = cond.allow(AssetSelection.assets(*keys))
     return cond.with_label("inputs_materialized")
+
+
+@functools.cache
+def _all_inputs_present() -> Any:  # a DepsAutomationCondition (Dagster's private module names it)
+    present = (~AutomationCondition.missing() | AutomationCondition.will_be_requested()).with_label("materialized_or_requested")
+    return AutomationCondition.all_deps_match(present)
+
+
+@functools.cache
+def _not_in_progress() -> AutomationCondition:
+    return ~AutomationCondition.any_deps_in_progress() & ~AutomationCondition.in_progress()
 
 
 def _build(trigger: Cascade, time_own: bool, shape: tuple[Any, ...], partitioned: bool, whole: bool, windows: Mapping[float, list[AssetKey]]) -> AutomationCondition:
@@ -144,7 +156,7 @@ def _build(trigger: Cascade, time_own: bool, shape: tuple[Any, ...], partitioned
             either = either | t
         pending = either.since_last_handled().with_label("any_input_updated_since_last_run")
 
-    cond = pending & ~AutomationCondition.any_deps_in_progress() & ~AutomationCondition.in_progress()
+    cond = pending & _not_in_progress()
     if gate_keys != ():
         cond = cond & inputs_materialized(gate_keys)
     for w, keys in sorted(windows.items()):

@@ -37,7 +37,6 @@ from dagster import (
     multi_or_in_process_executor,
 )
 
-from lineage_defs.dagster_storage import blind_spot
 from lineage_defs.events.store import BATCH_TAG, STREAM_TAG, Batch, BatchStatus, EventStore
 from lineage_defs.settings import LineageSettings
 from lineage_defs.triggers.pull import MAX_PER_TICK, NotConfigured, Reader, SourceUnavailable, drain
@@ -233,6 +232,8 @@ def emit(
         if in_flight and waiting:
             seen += f"; {waiting} new events wait for the running batch"
         if in_flight:
+            from lineage_defs.dagster_storage import blind_spot  # Dagster's storage internals (SQLAlchemy, alembic): not at load
+
             blind = blind_spot(context.instance)
             seen += f"; {blind}" if blind else ""
         return SensorResult(skip_reason=SkipReason(f"{note}no new batch ({seen}){problems}"), dynamic_partitions_requests=dynamic)
