@@ -90,6 +90,7 @@ def test_the_example_defines_its_sensors_and_schedules(tmp_path: Path) -> None:
     defs = build_definitions(example, settings=LineageSettings(state_dir=str(tmp_path / "state")))
     assert sorted(s.name for s in defs.sensors) == [
         "lineage_cascade",
+        "lineage_hooks_on_failure",  # shop/payments.py's on_failure hook (no step has on_success/on_recovery)
         "shop__order_changes__postgres_public_orders",
         "shop__order_events__kafka_shop_order_events",
         "shop__payments__webhook_payments",
