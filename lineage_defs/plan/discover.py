@@ -17,7 +17,7 @@ def discover(root: Path) -> Iterator[tuple[str, Path]]:
     if not root.is_dir():
         raise SpecError(f"pipelines folder '{root}' does not exist", Location(str(root)), "set LINEAGE_PIPELINES_DIR or pass the folder")
     for sub in pipeline_folders(root):
-        for path in _walk(sub):
+        for path in script_files(sub):
             yield sub.name, path
 
 
@@ -44,7 +44,8 @@ def stray_steps(root: Path) -> list[SpecError]:
     return out
 
 
-def _walk(folder: Path) -> Iterator[Path]:
+def script_files(folder: Path) -> Iterator[Path]:
+    """Every script under ``folder`` (sorted, depth first), skipping dot folders, build folders and dbt projects."""
     if (folder / "dbt_project.yml").exists():
         return  # dbt projects are loaded by the dbt integration, not as scripts
     for p in sorted(folder.iterdir()):
@@ -52,6 +53,6 @@ def _walk(folder: Path) -> Iterator[Path]:
             continue
         if p.is_dir():
             if p.name not in SKIP_DIRS:
-                yield from _walk(p)
+                yield from script_files(p)
         elif language_of(p.name):
             yield p

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +23,9 @@ from lineage_defs.parse import language_of, parse_header
 from lineage_defs.parse.header import leading_comments
 from lineage_defs.parse.model import BoundArg, DataTest, Language, TestKind, TestParam
 from lineage_defs.parse.test_type import BUILT_IN, PARTITION_PARAMS, BadArgument, convert
+from lineage_defs.plan.discover import script_files
 from lineage_defs.plan.files import FileResult
 
-_SKIP_DIRS = {"target", "dbt_packages", "logs", "node_modules", "__pycache__", ".venv", "venv"}
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def registry(root: Path, files: Mapping[str, FileResult], library_dirs: Sequence
         if not root.is_dir():
             errors.append(AnnotationError(f"library folder '{folder}' does not exist", Location(str(folder)), "fix LINEAGE_LIBRARY_DIRS (folders separated by os.pathsep)"))
             continue
-        for path in _scripts(root):
+        for path in script_files(root):
             text = path.read_text(encoding="utf-8", errors="replace")
             language = language_of(path.name)
             if language not in (Language.DUCKDB, Language.PYTHON) or "test_type" not in text:
@@ -146,17 +146,6 @@ def script_problems(t: TestType, text: str) -> list[LineageDefsError]:
             f"declare it on the test_type line ({name}:<type>), or use one of ${', $'.join(p.name for p in t.params) or 'partition'}",
         ))
     return out
-
-
-def _scripts(folder: Path) -> Iterator[Path]:
-    for p in sorted(folder.iterdir()):
-        if p.name.startswith("."):
-            continue
-        if p.is_dir():
-            if p.name not in _SKIP_DIRS:
-                yield from _scripts(p)
-        elif language_of(p.name):
-            yield p
 
 
 def bind(t: DataTest, types: Mapping[str, TestType], errors: list[LineageDefsError]) -> DataTest:
