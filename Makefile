@@ -54,7 +54,7 @@ $(SERVERS):
 	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get install -y -q mosquitto nats-server redis-server || (apt-get update -q && apt-get install -y -q mosquitto nats-server redis-server)'
 
 # Test processes (pytest-xdist; tests/conftest.py schedules whole modules, longest first)
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --no-loadscope-reorder
 
 test: install browser servers

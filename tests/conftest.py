@@ -340,7 +340,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     setattr(item, f"rep_{report.when}", report)
 
 
-# -- test processes (`make test` runs pytest-xdist: -n $(TEST_WORKERS), 2 by default, --no-loadscope-reorder) --
+# -- test processes (`make test` runs pytest-xdist: -n $(TEST_WORKERS), 3 by default, --no-loadscope-reorder) --
 # A module's tests stay on one process (its module-scoped services start once); the modules on the
 # suite's one `make demo` share a process, so it starts once. The longest modules go first (measured:
 # `--durations` of `make test`), every module with a test over ~25 s among them, so the suite ends on
@@ -349,7 +349,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 SHARE_THE_DEMO = ("test_demo_webserver", "test_ui_browser")
 LONGEST_FIRST = (
     "test_demo_walkthrough", "test_scale_out_celery", *SHARE_THE_DEMO, "test_triggers_exactly_once",
-    "test_dbt_assets", "test_dbt_real", "test_triggers_cascade", "test_triggers_kafka", "test_cli",
+    "test_hooks_daemon", "test_triggers_nats", "test_explorer_browser", "test_dbt_assets", "test_dbt_real", "test_triggers_cascade", "test_triggers_kafka", "test_cli",
     "test_triggers_mqtt", "test_triggers_email", "test_dg", "test_duckdb_io", "test_dbt_cascade",
     "test_triggers_sqs", "test_triggers_plain_instance", "test_schemas_shared", "test_triggers_postgres",
     "test_changed", "test_events_postgres", "test_dbt_source_tests", "test_definitions",

@@ -317,7 +317,7 @@ def test_materialize_products(dev: DagsterDev, settings: LineageSettings) -> Non
 
     node = dev.graphql(CHECK_EXECUTIONS, {"key": key_input(PRODUCTS)})["assetNodeOrError"]
     executions = {c["name"]: c["executionForLatestMaterialization"] for c in node["assetChecksOrError"]["checks"]}
-    assert executions.keys() == {"unique_product_id", "not_null_price_cents", "accepted_values_category"}
+    assert executions.keys() == {"unique_product_id", "not_null_price_cents", "accepted_values_category", "rows_between_10_1000"}  # the last: a test type (shop/tests/rows_between.sql)
     for name, ex in executions.items():
         assert ex is not None and ex["runId"] == run_id and ex["status"] == "SUCCEEDED", (name, ex)
 

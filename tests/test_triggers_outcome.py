@@ -78,3 +78,36 @@ def test_a_replay_starts_a_fresh_series_of_attempts() -> None:
 def test_run_keys_are_distinct_per_attempt_and_replay() -> None:
     keys = {run_key("s-1", g, a) for g in range(3) for a in range(1, 4)}
     assert len(keys) == 9 and run_key("s-1", 0, 1) == "s-1"
+
+
+def test_a_failure_dagster_has_not_yet_tagged_is_not_taken_for_a_final_one() -> None:
+    """Dagster stores FAILURE and then, in a second write, ``dagster/will_retry``: a tick between the two
+    must neither give up nor ask for the next attempt (CI saw a batch given up after 3 of its 4 runs)."""
+    last = run("r2", "FAILURE", 6, 8, attempt=2)
+    undecided = RunInfo(last.run_id, last.status, last.created, last.ended, last.attempt, retry_undecided=True)
+    policy = Policy(attempts=2, backoff=1.0)
+    assert verdict("s-1", 0, [run("r1", "FAILURE", 0, 5), undecided], 9.0, policy).next is Next.RUNNING
+    assert verdict("s-1", 0, [run("r1", "FAILURE", 0, 5), last], 9.0, policy).next is Next.GIVE_UP  # tagged: will not retry
+    # a worker that died between the two writes: the run-retry daemon tags it; if nothing does, the grace ends
+    assert verdict("s-1", 0, [run("r1", "FAILURE", 0, 5), undecided], 8 + 61.0, policy).next is Next.GIVE_UP
+
+
+def test_batch_runs_marks_a_failed_run_without_the_retry_decision() -> None:
+    from dagster import DagsterRunStatus, instance_for_test
+    from dagster._core.test_utils import create_run_for_test
+
+    from lineage_defs.events.store import BATCH_TAG
+    from lineage_defs.triggers.outcome import MAX_RETRIES_TAG, WILL_RETRY_TAG, batch_runs
+
+    tags = {BATCH_TAG: "b-1", MAX_RETRIES_TAG: "1"}
+    with instance_for_test(overrides={"run_retries": {"enabled": True}}) as instance:
+        r = create_run_for_test(instance, job_name="j", tags=tags, status=DagsterRunStatus.FAILURE)
+        (info,) = batch_runs(instance, ["b-1"])["b-1"]
+        assert info.retry_undecided and not info.will_retry
+        instance.add_run_tags(r.run_id, {WILL_RETRY_TAG: "false"})
+        (info,) = batch_runs(instance, ["b-1"])["b-1"]
+        assert not info.retry_undecided
+    with instance_for_test() as plain:  # retries off: Dagster never tags, nothing to wait for
+        create_run_for_test(plain, job_name="j", tags=tags, status=DagsterRunStatus.FAILURE)
+        (info,) = batch_runs(plain, ["b-1"])["b-1"]
+        assert not info.retry_undecided

@@ -45,6 +45,10 @@ GAVE_UP_TAG = "lineage/gave_up"
 MAX_RETRIES_TAG = "dagster/max_retries"
 RETRY_ON_FAILURE_TAG = "dagster/retry_on_asset_or_op_failure"
 WILL_RETRY_TAG = "dagster/will_retry"
+# Dagster stores a run's FAILURE, then tags it ``dagster/will_retry`` (a second write: a reader can come
+# between them; a worker that dies there leaves the tag to the run-retry daemon). A failed run without the
+# tag, on an instance with run retries on, is not yet decided for this long after it ended.
+RETRY_DECISION_GRACE = 60.0
 
 _FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 
@@ -76,6 +80,7 @@ class RunInfo:
     attempt: int = 1  # ATTEMPT_TAG: the sensor request it belongs to (a Dagster retry keeps its parent's)
     replay: int = 0  # REPLAY_TAG
     will_retry: bool = False  # WILL_RETRY_TAG: Dagster has decided to retry this failed run
+    retry_undecided: bool = False  # failed, retries on, and Dagster has not yet written WILL_RETRY_TAG
 
     @property
     def finished(self) -> bool:
@@ -111,6 +116,9 @@ def verdict(batch: str, replay: int, runs: Sequence[RunInfo], now: float, policy
     live = next((r for r in runs if not r.finished), None)
     if live is not None:
         return Verdict(Next.RUNNING, f"run {live.run_id} is {live.status.lower()}", n, live.attempt, last_run=live.run_id)
+    pending = next((r for r in runs if r.retry_undecided and now - (r.ended if r.ended is not None else r.created) < RETRY_DECISION_GRACE), None)
+    if pending is not None:
+        return Verdict(Next.RUNNING, f"run {pending.run_id} failed; Dagster has not yet decided whether to retry it", n, pending.attempt, last_run=pending.run_id)
     current = [r for r in runs if r.replay == replay]
     if not current:
         return Verdict(Next.ASK, "no run yet" if not runs else f"replay {replay}", n, 1, run_key(batch, replay, 1))
@@ -138,9 +146,11 @@ def batch_runs(instance: Any, batch_ids: Sequence[str]) -> dict[str, list[RunInf
     out: dict[str, list[RunInfo]] = {b: [] for b in batch_ids}
     if not batch_ids:
         return out
+    retries_on = bool(getattr(instance, "run_retries_enabled", False))
     for rec in instance.get_run_records(filters=RunsFilter(tags={BATCH_TAG: list(batch_ids)})):
         run = rec.dagster_run
         b = run.tags.get(BATCH_TAG)
+        undecided = retries_on and run.status.value == "FAILURE" and WILL_RETRY_TAG not in run.tags and _int(run.tags.get(MAX_RETRIES_TAG), 0) > 0
         if b in out:
             out[b].append(
                 RunInfo(
@@ -151,6 +161,7 @@ def batch_runs(instance: Any, batch_ids: Sequence[str]) -> dict[str, list[RunInf
                     attempt=_int(run.tags.get(ATTEMPT_TAG), 1),
                     replay=_int(run.tags.get(REPLAY_TAG), 0),
                     will_retry=run.tags.get(WILL_RETRY_TAG) == "true",
+                    retry_undecided=undecided,
                 )
             )
     return out
