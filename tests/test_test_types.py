@@ -22,7 +22,7 @@ from lineage_defs.run.substrates import Session
 ROWS_BETWEEN = """
     -- test_type rows_between min:int max:int
     -- Fails when the slice's row count is outside [min, max].
-    SELECT count(*) AS n, $min AS min, $max AS max FROM _slice HAVING count(*) < $min OR count(*) > $max
+    SELECT count(*) AS n, $min AS min, $max AS max FROM this HAVING count(*) < $min OR count(*) > $max
 """
 
 

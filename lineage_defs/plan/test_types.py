@@ -131,7 +131,7 @@ def script_problems(t: TestType, text: str) -> list[LineageDefsError]:
         return []
     names = _dollar_names(text)
     if names == [("", -1)]:
-        return [AnnotationError(f"test type '{t.name}' has no SQL", decl, "write a SELECT returning the failing rows of _slice, e.g. SELECT * FROM _slice WHERE amount < $min")]
+        return [AnnotationError(f"test type '{t.name}' has no SQL", decl, "write a SELECT returning the failing rows of this, e.g. SELECT * FROM this WHERE amount < $min")]
     declared = {p.name for p in t.params} | set(PARTITION_PARAMS)
     out: list[LineageDefsError] = []
     lines = text.splitlines()

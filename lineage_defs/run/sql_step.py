@@ -35,6 +35,7 @@ from lineage_defs.run.postgres_engine import PostgresEngine
 from lineage_defs.run.quoting import ident
 from lineage_defs.run.script import checked_step
 from lineage_defs.run.substrates import Session
+from lineage_defs.run.test_types import SLICE_VIEWS
 from lineage_defs.run.write import write
 from lineage_defs.run.write.base import WriteRequest, WriteResult
 from lineage_defs.settings import LineageSettings
@@ -365,7 +366,8 @@ class StepRunner:
             c = compile_statement(stmts[-1].sql.rstrip().rstrip(";"), "duckdb", window, self.session.object_path)
             return c.sql, c.params
 
-        conn.execute(f"CREATE OR REPLACE TEMP VIEW _slice AS SELECT * FROM {slice_table}")
+        for view in SLICE_VIEWS:
+            conn.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {slice_table}")
         return evaluate(conn, self.step.tests if tests is None else tests, slice_table, self.session.table_sql, custom, self.step.path, self.settings.pipelines_dir)
 
     def _manual_checks(self, window: PartitionWindow | None, result: SliceResult) -> None:

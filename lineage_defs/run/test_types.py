@@ -1,7 +1,7 @@
 """Running a use of a test type (``data_test <type> <args>``) on the slice just written.
 
 A SQL test type's last statement returns the failing rows; it reads the tested
-relation as ``_slice`` (a view the runner makes over the slice) and its
+relation as ``this`` (a view the runner makes over the slice; ``_slice`` names it too) and its
 arguments as ``$<param>``: they are bound parameters converted to the declared
 types, never text in the SQL. A Python test type's ``check(con, table, **args)``
 returns the failing count.
@@ -19,7 +19,8 @@ from lineage_defs.parse.model import DataTest
 from lineage_defs.parse.test_type import convert
 from lineage_defs.plan.test_types import used_parameters
 
-SLICE_VIEW = "_slice"  # what every custom test and test type reads: the slice under test
+SLICE_VIEWS = ("this", "_slice")  # the slice under test as custom tests and test types read it (SPEC: `this`; `_slice` too)
+SLICE_VIEW = SLICE_VIEWS[0]
 
 
 def describe(t: DataTest) -> str:
