@@ -152,22 +152,32 @@ def test_a_crash_of_the_whole_daemon_group_mid_run_loses_and_duplicates_nothing(
     from dagster import DagsterEventType, DagsterRunStatus
 
     broker, daemon, state = world["broker"], world["daemon"], world["state"]
-    n = 500
+    n = 300  # three batches of max_batch=100: one written when the crash comes, the others not
     broker.produce("crash.events", [{"n": i} for i in range(n)], key=lambda v: str(v["n"]))
     instance = world["instance"]
     sensor = SENSORS["crash_rows"]
 
     def executing() -> Any:
         """A run of the step in the middle of executing: STARTED, its step started, its rows committed (the
-        step says so in a file: the table itself is behind the lock the executing run holds)."""
+        step says so in a file: the table itself is behind the lock the executing run holds) — once every run
+        of the step in progress has its worker process recorded. (The batches' runs are launched in one tick;
+        one still STARTING with no worker yet would be failed only after run_monitoring.start_timeout_seconds,
+        60 s here — tests/test_triggers_dead_runs.py covers that case — and on a loaded machine the crash
+        caught one so.)"""
+        found = None
         for r in runs(instance, **{"dagster/sensor_name": sensor}):
+            if r.is_finished:
+                continue
+            if _worker_pid(instance, r.run_id) is None:
+                return None
             if (
-                r.status == DagsterRunStatus.STARTED
+                found is None
+                and r.status == DagsterRunStatus.STARTED
                 and (state / f"crash-written-{r.tags['lineage/batch']}").exists()
                 and instance.get_records_for_run(r.run_id, of_type=DagsterEventType.STEP_START).records
             ):
-                return r
-        return None
+                found = r
+        return found
 
     victim = wait_for("a run executing with its rows committed", executing, 300, _logs(world))
     worker = _worker_pid(instance, victim.run_id)

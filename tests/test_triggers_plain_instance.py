@@ -89,21 +89,31 @@ def test_a_batch_run_killed_with_the_daemon_group_on_a_plain_instance_is_run_aga
 
     began = time.monotonic()
     (state / "slow").write_text("")
-    first, more = 150, 150
+    first, more = 150, 50  # two batches in flight at the crash; what arrives mid-run, one more after it
     broker.produce(TOPIC, [{"n": i} for i in range(first)], key=lambda v: str(v["n"]))
     daemon.start()
 
     def executing() -> Any:
         """A batch's run in the middle of executing: STARTED, its step started and its rows committed (the step
-        says so in a file: the table itself is behind the lock the executing run holds)."""
+        says so in a file: the table itself is behind the lock the executing run holds) — once every run of the
+        sensor in progress has its worker process recorded. (The first messages make two batches, launched in one
+        tick; one still STARTING with no worker yet would be judged dead only after Dagster's
+        start_timeout_seconds, 180 s — a case tests/test_triggers_dead_runs.py covers — and on a loaded
+        machine the crash caught one so every few runs.)"""
+        found = None
         for r in runs(instance, **{"dagster/sensor_name": SENSOR}):
+            if r.is_finished:
+                continue
+            if _worker_pid(instance, r.run_id) is None:
+                return None
             if (
-                r.status == DagsterRunStatus.STARTED
+                found is None
+                and r.status == DagsterRunStatus.STARTED
                 and (state / f"written-{r.tags['lineage/batch']}").exists()
                 and instance.get_records_for_run(r.run_id, of_type=DagsterEventType.STEP_START).records
             ):
-                return r
-        return None
+                found = r
+        return found
 
     victim = wait_for("a batch's run executing with its rows committed", executing, 400, logs)
     broker.produce(TOPIC, [{"n": i} for i in range(first, first + more)], key=lambda v: str(v["n"]))  # arrive mid-run
