@@ -29,6 +29,12 @@ VENV_BIN = Path(sys.executable).parent
 DAEMON_SITE = str(Path(__file__).resolve().parent / "daemon_site")
 
 
+# `dagster asset materialize` / `dg launch` run config: the run's steps in its own process (Dagster's
+# in_process executor). The default executor starts a process per step, each loading the code location
+# again; a test uses this where no step's own process is what it checks.
+IN_PROCESS = ["--config-json", '{"execution": {"config": {"in_process": {}}}}']
+
+
 def with_daemon_site(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` with DAEMON_SITE first on its PYTHONPATH."""
     rest = env.get("PYTHONPATH")

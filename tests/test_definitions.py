@@ -12,6 +12,7 @@ import pytest
 
 from lineage_defs.assets.resources import LineageResource
 from lineage_defs.settings import LineageSettings
+from services import IN_PROCESS
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
 
@@ -94,7 +95,7 @@ def test_every_dagster_entry_form_loads_the_example(tmp_path: Path) -> None:
         # its one step in the run's process (a process per step, loading the code location again, is
         # test_duckdb_io's test_the_example_under_dagster_asset_materialize)
         "materialize -m": [dagster, "asset", "materialize", "-m", "lineage_defs.definitions", "--select", 'key:"ducklake/main/products"',
-                           "--config-json", '{"execution": {"config": {"in_process": {}}}}'],  # fmt: skip
+                           *IN_PROCESS],
     }
     running = {name: subprocess.Popen(cmd, cwd=tmp_path, env=home(name), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name, cmd in forms.items()}
     done: dict[str, tuple[int, str, str]] = {}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from services import IN_PROCESS
 from webserver import DagsterDev, free_port, wait_for_location
 
 pytestmark = pytest.mark.daemon
@@ -140,7 +141,7 @@ def test_a_dg_project_scaffolds_checks_lists_and_runs_the_component(tmp_path: Pa
     assert nodes["ducklake/main/hello"]["isMaterializable"] and nodes["ducklake/main/hello_counts"]["isMaterializable"]
 
     # both steps in the run's process (Dagster's in_process executor): not a process per step loading the project again
-    launched = dg("launch", "--assets", 'key:"ducklake/main/hello"+', "--config-json", '{"execution": {"config": {"in_process": {}}}}')
+    launched = dg("launch", "--assets", 'key:"ducklake/main/hello"+', *IN_PROCESS)
     assert "RUN_SUCCESS" in launched.stdout + launched.stderr
     from lineage_defs import LineageSettings
     from lineage_defs.run.substrates import Session

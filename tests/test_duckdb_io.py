@@ -25,6 +25,7 @@ from lineage_defs.duckdb_io import IO_MANAGER_KEY, RESOURCE_KEY
 from lineage_defs.duckdb_io.relations import table_uri_of, uri_of
 from lineage_defs.errors import RunError
 from lineage_defs.run.substrates import Session
+from services import IN_PROCESS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "pipelines"
@@ -113,7 +114,7 @@ def test_the_example_under_dagster_asset_materialize(tmp_path: Path) -> None:
 
     # another day's orders first, its steps in the run's process (Dagster's in_process executor: no process
     # per step, which loads the code location again; what is checked is the second run's)
-    materialize('+key:"ducklake/main/orders"', "2025-01-02", "--config-json", '{"execution": {"config": {"in_process": {}}}}')
+    materialize('+key:"ducklake/main/orders"', "2025-01-02", *IN_PROCESS)
     materialize('+key:"ducklake/main/order_size_mix"', "2025-01-03")  # orders of that day, then the pandas asset, then the script
     with Session(LineageSettings(state_dir=str(state))) as s:
         assert s.conn.execute("SELECT DISTINCT _partition FROM lake.main.orders ORDER BY 1").fetchall() == [("2025-01-02",), ("2025-01-03",)]

@@ -17,6 +17,7 @@ import pytest
 
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.run.substrates import Session
+from services import IN_PROCESS
 
 pytestmark = pytest.mark.daemon  # runs the dagster command line
 
@@ -79,7 +80,7 @@ def test_a_hand_made_asset_merged_with_definitions_merge_is_the_node_the_script_
     assert listed.returncode == 0, listed.stderr[-3000:]
     assert listed.stdout.split().count("duckdb/warehouse/hand_made") == 1
     # one run: the hand-made asset writes the relation, then the script reads it
-    done = run("asset", "materialize", "--select", "duckdb/warehouse/hand_made,ducklake/main/doubled")
+    done = run("asset", "materialize", "--select", "duckdb/warehouse/hand_made,ducklake/main/doubled", *IN_PROCESS)
     assert done.returncode == 0 and "RUN_SUCCESS" in done.stderr, done.stderr[-3000:]
     assert done.stderr.count("RUN_SUCCESS") == 1
     with Session(LineageSettings(state_dir=str(state))) as s:

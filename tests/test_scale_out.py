@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from scale_support import DAGSTER_YAML, create_database as _create_database, lake_env, pg_url as _pg_url
+from services import IN_PROCESS
 
 pytestmark = [pytest.mark.daemon, pytest.mark.scale]
 
@@ -64,7 +65,7 @@ def test_two_runs_write_the_lake_concurrently_on_postgres_and_s3(tmp_path: Path,
     days = ("2025-01-01", "2025-01-30")
     runs = []
     for asset in (f"ducklake/main/orders_{tag}", f"ducklake/main/events_{tag}"):
-        cmd = [dagster, "asset", "materialize", "-m", "lineage_defs.definitions", "-a", "defs", "--select", asset, "--partition-range", f"{days[0]}...{days[1]}"]
+        cmd = [dagster, "asset", "materialize", "-m", "lineage_defs.definitions", "-a", "defs", "--select", asset, "--partition-range", f"{days[0]}...{days[1]}", *IN_PROCESS]
         runs.append(subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = []
     try:

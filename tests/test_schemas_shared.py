@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from scale_support import DAGSTER, LINEAGE_DEFS, create_database, dagster_home, files_under, machine_env
+from services import IN_PROCESS
 
 pytestmark = pytest.mark.daemon
 
@@ -25,7 +26,7 @@ def _write(root: Path, rel: str, text: str) -> None:
 
 
 def _materialize(env: dict[str, str], cwd: Path, asset: str) -> subprocess.CompletedProcess[str]:
-    cmd = [DAGSTER, "asset", "materialize", "-m", "lineage_defs.definitions", "-a", "defs", "--select", asset]
+    cmd = [DAGSTER, "asset", "materialize", "-m", "lineage_defs.definitions", "-a", "defs", "--select", asset, *IN_PROCESS]
     return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 

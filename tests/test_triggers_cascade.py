@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from dagster import AssetKey, AssetMaterialization, DagsterRunStatus
 
-from services import VENV_BIN, Daemon, wait_for
+from services import IN_PROCESS, VENV_BIN, Daemon, wait_for
 from triggers_support import evaluated_once, runs, ticks_since, write_steps
 
 pytestmark = pytest.mark.daemon
@@ -71,7 +71,7 @@ def quiet_evaluations(world: dict[str, Any], since: float) -> None:
 
 def materialize_by_hand(world: dict[str, Any], key: str, partition: str | None = None) -> None:
     """`dagster asset materialize`, as a person would run it (no sensor, no tags)."""
-    argv = [str(VENV_BIN / "dagster"), "asset", "materialize", "-m", "lineage_defs.definitions", "-a", "defs", "--select", key]
+    argv = [str(VENV_BIN / "dagster"), "asset", "materialize", "-m", "lineage_defs.definitions", "-a", "defs", "--select", key, *IN_PROCESS]
     if partition:
         argv += ["--partition", partition]
     r = subprocess.run(argv, env=world["daemon"].env, cwd=world["tmp"], capture_output=True, text=True, timeout=300)

@@ -93,7 +93,7 @@ def _logs(world: dict[str, Any]) -> Any:
 
 def test_messages_land_once_across_daemon_kill_broker_restart_and_reexecution(world: dict[str, Any]) -> None:
     broker, daemon, state = world["broker"], world["daemon"], world["state"]
-    n, m = 360, 240
+    n, m = 240, 120  # max_batch=120: at least three batches, over ticks
 
     # 1. N messages: the daemon is SIGKILLed (with its code server) while they flow, then restarted
     first = n // 3
