@@ -7,8 +7,8 @@ catalog are on the suite's PostgreSQL, the lake's data on the S3 server. A 4-par
 launched as a data engineer launches it (``lineage-defs backfill``: GraphQL ``launchPartitionBackfill``
 on the webserver); the daemon's backfill daemon makes it 4 runs (a Python step: Dagster's default
 policy, one partition per run; a SQL step would be one range run), at most 2 at a time through the run
-queue, one step each, spread over both workers: every partition is materialized once and both workers
-did work. Then, from an orchestrating process of its own (``execute_job``), the worker running a step
+queue, one step each (the first two wait for each other, so they are on both workers): every partition
+is materialized once and both workers did work. Then, from an orchestrating process of its own (``execute_job``), the worker running a step
 is SIGKILLed (process group) in the middle of it and the other runs it again in the same run (rows
 once); a changed script meets on_schema_change=fail on a fresh worker. Afterwards each state dir holds
 only caches and its own schema copies.
@@ -43,20 +43,32 @@ from webserver import DagsterDev, free_port, wait_for_location
 pytestmark = [pytest.mark.daemon, pytest.mark.scale]
 
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
-# Two rounds of the run queue's 2 at once: enough for both workers to take steps (each takes one at a time)
+# Two rounds of the run queue's 2 at once
 DAYS = [f"2025-01-{d:02d}" for d in range(1, 5)]
 AT_ONCE = 2
 N = len(DAYS)
 # A Python step: no BackfillPolicy, so a backfill is one run per partition (a SQL step's is one range run).
+# The first two steps wait for each other (a file each in a folder of the test's, outside every state dir;
+# at most 15 s, well inside the broker's 30 s visibility timeout, after which it would hand a task out
+# again): two steps at once, on workers that take one task at a time, are on both workers — whichever
+# order the broker hands the tasks out in (one worker took 7 of 8 when they did not wait).
 ORDERS = """\
 # pipeline
 # partitioned daily start=2025-01-01
 # materialize ducklake://main/orders_{tag} on_schema_change=fail
+import time
+from pathlib import Path
+
 import pyarrow as pa
 
 from lineage_defs import runtime
 
 day = runtime.partition().key
+meet = Path({meet!r})
+(meet / day).touch()
+deadline = time.monotonic() + 15
+while len(list(meet.iterdir())) < 2 and time.monotonic() < deadline:
+    time.sleep(0.2)
 runtime.write(pa.table(dict(id=list(range(50)), day=[day] * 50)))
 """
 # A partition long enough to be killed in the middle of.
@@ -161,7 +173,9 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
     root = tmp_path / "pipelines"
     (root / "shop").mkdir(parents=True)
     (root / "heavy").mkdir(parents=True)
-    (root / "shop" / "orders.py").write_text(ORDERS.format(tag=tag))
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    (root / "shop" / "orders.py").write_text(ORDERS.format(tag=tag, meet=str(meet)))
     (root / "heavy" / "big.sql").write_text(BIG.format(tag=tag))
     code = tmp_path / "code"
     code.mkdir()
@@ -262,7 +276,7 @@ def test_a_backfill_runs_its_steps_on_two_celery_workers(tmp_path: Path, pg_dsn:
         # 3. a changed script on a fresh worker (workers keep the code they imported: restarted on a
         # deploy) with an empty state dir: on_schema_change=fail compares with the table the others wrote
         workers[survivor].stop()
-        (root / "shop" / "orders.py").write_text(CHANGED.format(tag=tag))
+        (root / "shop" / "orders.py").write_text(CHANGED.format(tag=tag, meet=str(meet)))
         workers["C"] = _worker("C", tmp_path, machine_env(shared, tmp_path / "state-C"), code)
         drivers = [_drive(tmp_path, run_env, code, "run-change", "orders", [DAYS[-1]])]
         out = finish(drivers[0])
