@@ -89,13 +89,20 @@ def wait_for_backfill(demo: DagsterDev, backfill_id: str) -> dict[str, Any]:
     return dict(demo.wait_until(f"backfill {backfill_id}", probe, BACKFILL_TIMEOUT, interval=2))
 
 
-@pytest.fixture(scope="module")
-def upstream(demo: DagsterDev) -> None:
-    """The raw exports and customers of two days, built through the API (the UI is tested on what follows)."""
+@pytest.fixture(scope="module", autouse=True)
+def upstream_launched(demo: DagsterDev) -> str:
+    """The raw exports and customers of two days, launched through the API as the module starts (the UI is
+    tested on what follows): the tests that need none of it run while it builds. The backfill's id."""
     params = {"assetSelection": [key_input(RAW_ORDERS), key_input(CUSTOMERS)], "partitionNames": UPSTREAM_DAYS}
     launched = demo.graphql(LAUNCH, {"params": params})["launchPartitionBackfill"]
     assert launched["__typename"] == "LaunchBackfillSuccess", launched
-    b = wait_for_backfill(demo, launched["backfillId"])
+    return str(launched["backfillId"])
+
+
+@pytest.fixture(scope="module")
+def upstream(demo: DagsterDev, upstream_launched: str) -> None:
+    """That backfill, built."""
+    b = wait_for_backfill(demo, upstream_launched)
     assert b["status"] in ("COMPLETED", "COMPLETED_SUCCESS") and all(r["status"] == "SUCCESS" for r in b["runs"]), b
 
 
@@ -190,47 +197,6 @@ def test_global_graph_shows_every_asset_and_edge(demo: DagsterDev, browser: Brow
         update_screenshot(browser, "asset-graph.png")
 
 
-def partition_dots(browser: Browser, days: list[str]) -> dict[str, str]:
-    """The status dot of each day in the asset's Partitions tab: green, red, gray … (the UI's accent color)."""
-    out = {}
-    for day in days:
-        label = browser.find(f"//div[@data-tooltip='{day}']")
-        dot = label.find_element(By.XPATH, "./following-sibling::div[contains(@style, 'border-radius')]")
-        style = dot.get_attribute("style") or ""
-        out[day] = style.split("--color-accent-", 1)[1].split(")", 1)[0] if "--color-accent-" in style else style
-    return out
-
-
-def test_backfill_launched_from_the_ui_turns_its_partitions_green(demo: DagsterDev, browser: Browser, launched: dict[str, Any], demo_root: Path) -> None:
-    ok, failed = LAUNCHED_DAYS[:2], LAUNCHED_DAYS[2]
-    browser.open("/assets/" + "/".join(uris.key_path(ORDERS)) + "?view=partitions")
-    browser.find("//input[@placeholder='Filter by name…']").send_keys("2025-01-0")
-    def settled() -> dict[str, str] | None:
-        dots = partition_dots(browser, LAUNCHED_DAYS)
-        return dots if "gray" not in dots.values() else None
-
-    dots = browser.wait("the launched days' status dots", settled, timeout=60)
-    assert dots == {ok[0]: "green", ok[1]: "green", failed: "red"}, dots
-
-    with Session(LineageSettings(state_dir=str(demo_root / "state"))) as s:
-        rows = dict(s.conn.execute("SELECT _partition, count(*) FROM lake.main.orders WHERE _partition IN (?, ?, ?) GROUP BY ALL", LAUNCHED_DAYS).fetchall())
-    assert set(rows) == set(ok) and all(n > 0 for n in rows.values()), rows
-
-
-def test_columns_table_shows_types_and_lineage(demo: DagsterDev, browser: Browser, launched: dict[str, Any]) -> None:
-    browser.open("/assets/" + "/".join(uris.key_path(ORDERS)))
-    table = browser.find("//table[.//thead//td[normalize-space(.)='Column name']]", timeout=60)
-    rows = browser.wait("typed columns", lambda: [
-        [c.text for c in tr.find_elements(By.TAG_NAME, "td")] for tr in table.find_elements(By.TAG_NAME, "tr") if tr.find_elements(By.TAG_NAME, "td")
-    ] if "unknown" not in table.text else None, timeout=60)
-    by_name = {r[0]: r for r in rows}
-    assert by_name["order_id"][1] in ("BIGINT", "INTEGER"), by_name["order_id"]
-    assert "copy ← s3:///raw/orders/{partition}.csv.order_id" in by_name["order_id"][2]
-    assert by_name["amount_eur"][2].startswith("mod ← s3:///raw/orders/{partition}.csv.")
-    assert "partition key" in by_name["_partition"][2]
-    update_screenshot(browser, "columns-lineage.png")
-
-
 @pytest.fixture(scope="module")
 def receiver(demo: DagsterDev, demo_root: Path) -> tuple[str, Any]:
     """The webhook receiver `make demo` started beside the UI, and the credential it generated for the example's hook."""
@@ -275,6 +241,47 @@ def test_a_webhook_post_runs_under_the_sensors_ticks(demo: DagsterDev, browser: 
     with Session(LineageSettings(state_dir=str(demo_root / "state"))) as s:
         rows = s.conn.execute("SELECT payment_id, amount_eur, _partition FROM lake.main.payments WHERE payment_id = 'ui-p-1'").fetchall()
     assert rows == [("ui-p-1", 42.5, "2025-01-09")]
+
+
+def partition_dots(browser: Browser, days: list[str]) -> dict[str, str]:
+    """The status dot of each day in the asset's Partitions tab: green, red, gray … (the UI's accent color)."""
+    out = {}
+    for day in days:
+        label = browser.find(f"//div[@data-tooltip='{day}']")
+        dot = label.find_element(By.XPATH, "./following-sibling::div[contains(@style, 'border-radius')]")
+        style = dot.get_attribute("style") or ""
+        out[day] = style.split("--color-accent-", 1)[1].split(")", 1)[0] if "--color-accent-" in style else style
+    return out
+
+
+def test_backfill_launched_from_the_ui_turns_its_partitions_green(demo: DagsterDev, browser: Browser, launched: dict[str, Any], demo_root: Path) -> None:
+    ok, failed = LAUNCHED_DAYS[:2], LAUNCHED_DAYS[2]
+    browser.open("/assets/" + "/".join(uris.key_path(ORDERS)) + "?view=partitions")
+    browser.find("//input[@placeholder='Filter by name…']").send_keys("2025-01-0")
+    def settled() -> dict[str, str] | None:
+        dots = partition_dots(browser, LAUNCHED_DAYS)
+        return dots if "gray" not in dots.values() else None
+
+    dots = browser.wait("the launched days' status dots", settled, timeout=60)
+    assert dots == {ok[0]: "green", ok[1]: "green", failed: "red"}, dots
+
+    with Session(LineageSettings(state_dir=str(demo_root / "state"))) as s:
+        rows = dict(s.conn.execute("SELECT _partition, count(*) FROM lake.main.orders WHERE _partition IN (?, ?, ?) GROUP BY ALL", LAUNCHED_DAYS).fetchall())
+    assert set(rows) == set(ok) and all(n > 0 for n in rows.values()), rows
+
+
+def test_columns_table_shows_types_and_lineage(demo: DagsterDev, browser: Browser, launched: dict[str, Any]) -> None:
+    browser.open("/assets/" + "/".join(uris.key_path(ORDERS)))
+    table = browser.find("//table[.//thead//td[normalize-space(.)='Column name']]", timeout=60)
+    rows = browser.wait("typed columns", lambda: [
+        [c.text for c in tr.find_elements(By.TAG_NAME, "td")] for tr in table.find_elements(By.TAG_NAME, "tr") if tr.find_elements(By.TAG_NAME, "td")
+    ] if "unknown" not in table.text else None, timeout=60)
+    by_name = {r[0]: r for r in rows}
+    assert by_name["order_id"][1] in ("BIGINT", "INTEGER"), by_name["order_id"]
+    assert "copy ← s3:///raw/orders/{partition}.csv.order_id" in by_name["order_id"][2]
+    assert by_name["amount_eur"][2].startswith("mod ← s3:///raw/orders/{partition}.csv.")
+    assert "partition key" in by_name["_partition"][2]
+    update_screenshot(browser, "columns-lineage.png")
 
 
 def test_failing_partition_shows_its_actionable_error_in_the_run_log(demo: DagsterDev, browser: Browser, launched: dict[str, Any]) -> None:
