@@ -92,7 +92,7 @@ def wait_for_backfill(demo: DagsterDev, backfill_id: str) -> dict[str, Any]:
 @pytest.fixture(scope="module", autouse=True)
 def upstream_launched(demo: DagsterDev) -> str:
     """The raw exports and customers of two days, launched through the API as the module starts (the UI is
-    tested on what follows): the tests that need none of it run while it builds. The backfill's id."""
+    tested on what follows): the graph test, which needs none of it, runs while it builds. The backfill's id."""
     params = {"assetSelection": [key_input(RAW_ORDERS), key_input(CUSTOMERS)], "partitionNames": UPSTREAM_DAYS}
     launched = demo.graphql(LAUNCH, {"params": params})["launchPartitionBackfill"]
     assert launched["__typename"] == "LaunchBackfillSuccess", launched
@@ -197,52 +197,6 @@ def test_global_graph_shows_every_asset_and_edge(demo: DagsterDev, browser: Brow
         update_screenshot(browser, "asset-graph.png")
 
 
-@pytest.fixture(scope="module")
-def receiver(demo: DagsterDev, demo_root: Path) -> tuple[str, Any]:
-    """The webhook receiver `make demo` started beside the UI, and the credential it generated for the example's hook."""
-    from lineage_defs.demo.state import credentials, require_running
-
-    running = require_running(demo_root / "state")
-    assert running.webhooks and running.hooks == ["payments"], running
-    return running.webhooks, credentials(demo_root / "state", ["payments"], {})["payments"]
-
-
-def test_a_webhook_post_runs_under_the_sensors_ticks(demo: DagsterDev, browser: Browser, receiver: tuple[str, Any], demo_root: Path) -> None:
-    import urllib.request
-
-    from lineage_defs.demo.send import signed_request
-
-    url, credential = receiver
-    payment = {"payment_id": "ui-p-1", "order_id": 17, "amount_eur": 42.5, "paid_at": "2025-01-09T10:15:00Z"}
-    with urllib.request.urlopen(signed_request(f"{url}/hooks/payments", json.dumps(payment).encode(), credential, "ui-p-1"), timeout=30) as resp:
-        assert resp.status == 202 and json.loads(resp.read())["id"]
-
-    sensor = "shop__payments__webhook_payments"
-    browser.open(f"/locations/{DEMO_LOCATION}/sensors/{sensor}")
-    browser.wait("the sensor page", lambda: sensor in browser.text())
-    assert "Running" in browser.text()  # on by default: nothing was switched on
-
-    def run_of_a_tick() -> str | None:  # the tick table links the run it requested
-        links = browser.driver.find_elements(By.XPATH, "//a[contains(@href, '/runs/')]")
-        return next((str(a.get_attribute("href")) for a in links if a.get_attribute("href")), None)
-
-    href = browser.wait("a tick that requested a run", run_of_a_tick, timeout=120)
-    update_screenshot(browser, "sensor-ticks.png")
-    run_id = href.rstrip("/").rsplit("/", 1)[-1].split("?")[0]
-    def finished() -> dict[str, Any] | None:
-        run = demo.graphql("query R($id: ID!) { runOrError(runId: $id) { ... on Run { status tags { key value } } } }", {"id": run_id})["runOrError"]
-        return dict(run) if run["status"] in ("SUCCESS", "FAILURE", "CANCELED") else None
-
-    status = demo.wait_until(f"run {run_id}", finished, 180)
-    assert status["status"] == "SUCCESS", status
-    assert {"key": "dagster/sensor_name", "value": sensor} in status["tags"]
-    browser.open(f"/runs/{run_id}")
-    browser.wait("the payment's materialization in the run log", lambda: "ASSET_MATERIALIZATION" in browser.text(), timeout=60)
-    with Session(LineageSettings(state_dir=str(demo_root / "state"))) as s:
-        rows = s.conn.execute("SELECT payment_id, amount_eur, _partition FROM lake.main.payments WHERE payment_id = 'ui-p-1'").fetchall()
-    assert rows == [("ui-p-1", 42.5, "2025-01-09")]
-
-
 def partition_dots(browser: Browser, days: list[str]) -> dict[str, str]:
     """The status dot of each day in the asset's Partitions tab: green, red, gray … (the UI's accent color)."""
     out = {}
@@ -282,6 +236,54 @@ def test_columns_table_shows_types_and_lineage(demo: DagsterDev, browser: Browse
     assert by_name["amount_eur"][2].startswith("mod ← s3:///raw/orders/{partition}.csv.")
     assert "partition key" in by_name["_partition"][2]
     update_screenshot(browser, "columns-lineage.png")
+
+
+@pytest.fixture(scope="module")
+def receiver(demo: DagsterDev, demo_root: Path) -> tuple[str, Any]:
+    """The webhook receiver `make demo` started beside the UI, and the credential it generated for the example's hook."""
+    from lineage_defs.demo.state import credentials, require_running
+
+    running = require_running(demo_root / "state")
+    assert running.webhooks and running.hooks == ["payments"], running
+    return running.webhooks, credentials(demo_root / "state", ["payments"], {})["payments"]
+
+
+def test_a_webhook_post_runs_under_the_sensors_ticks(demo: DagsterDev, browser: Browser, receiver: tuple[str, Any], demo_root: Path, launched: dict[str, Any]) -> None:
+    """A payment posted to the demo's receiver becomes a run under the sensor's ticks (after ``launched``, which
+    built ``orders``: the payment's relationships check reads it)."""
+    import urllib.request
+
+    from lineage_defs.demo.send import signed_request
+
+    url, credential = receiver
+    payment = {"payment_id": "ui-p-1", "order_id": 17, "amount_eur": 42.5, "paid_at": "2025-01-09T10:15:00Z"}
+    with urllib.request.urlopen(signed_request(f"{url}/hooks/payments", json.dumps(payment).encode(), credential, "ui-p-1"), timeout=30) as resp:
+        assert resp.status == 202 and json.loads(resp.read())["id"]
+
+    sensor = "shop__payments__webhook_payments"
+    browser.open(f"/locations/{DEMO_LOCATION}/sensors/{sensor}")
+    browser.wait("the sensor page", lambda: sensor in browser.text())
+    assert "Running" in browser.text()  # on by default: nothing was switched on
+
+    def run_of_a_tick() -> str | None:  # the tick table links the run it requested
+        links = browser.driver.find_elements(By.XPATH, "//a[contains(@href, '/runs/')]")
+        return next((str(a.get_attribute("href")) for a in links if a.get_attribute("href")), None)
+
+    href = browser.wait("a tick that requested a run", run_of_a_tick, timeout=120)
+    update_screenshot(browser, "sensor-ticks.png")
+    run_id = href.rstrip("/").rsplit("/", 1)[-1].split("?")[0]
+    def finished() -> dict[str, Any] | None:
+        run = demo.graphql("query R($id: ID!) { runOrError(runId: $id) { ... on Run { status tags { key value } } } }", {"id": run_id})["runOrError"]
+        return dict(run) if run["status"] in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+    status = demo.wait_until(f"run {run_id}", finished, 180)
+    assert status["status"] == "SUCCESS", status
+    assert {"key": "dagster/sensor_name", "value": sensor} in status["tags"]
+    browser.open(f"/runs/{run_id}")
+    browser.wait("the payment's materialization in the run log", lambda: "ASSET_MATERIALIZATION" in browser.text(), timeout=60)
+    with Session(LineageSettings(state_dir=str(demo_root / "state"))) as s:
+        rows = s.conn.execute("SELECT payment_id, amount_eur, _partition FROM lake.main.payments WHERE payment_id = 'ui-p-1'").fetchall()
+    assert rows == [("ui-p-1", 42.5, "2025-01-09")]
 
 
 def test_failing_partition_shows_its_actionable_error_in_the_run_log(demo: DagsterDev, browser: Browser, launched: dict[str, Any]) -> None:
