@@ -8,6 +8,11 @@ more days, which the cascade turns into the rest of each day; `lineage-defs
 demo send kafka`, `… send webhook` and `… send email`, each producing rows; readable graph
 labels; no run failed on the way; `make demo-stop` stops every process.
 
+The steps run in the README's order, each as a person does it; step 3's outcome is checked after
+steps 4 to 7: the cascade it starts spends minutes waiting (`daily_funnel` builds a day two quiet
+minutes after its clickstream landed), and the later steps, which build nothing the cascade reads,
+take place meanwhile instead of after it.
+
 Its demo is its own (ports, Dagster home, state dir), not the suite's shared one: it counts every
 run and materialization on the instance and ends with `make demo-stop`. `make test` starts it
 first on one of its two test processes (tests/conftest.py), next to the other process's modules.
@@ -201,9 +206,19 @@ def test_materialize_all_with_one_partition(walk: DagsterDev, browser: Browser, 
 
 
 # -- step 3: Catalog → the raw inputs of two more days; the cascade builds the rest -----------------------
+# The cascade takes minutes whatever the test does: `daily_funnel` waits two quiet minutes after the
+# day's clickstream landed (`debounce=2m`). The README's next steps (4 to 7, and reading the graph)
+# need nothing of it, and nothing they build is an input of a step: they run while it waits, and
+# test_the_cascade_builds_the_rest_of_each_day, after them, checks what the cascade built.
 
 
-def test_the_cascade_builds_the_rest_of_each_day(walk: DagsterDev, browser: Browser, root: Path) -> None:
+@pytest.fixture(scope="module")
+def cascade_backfill() -> dict[str, Any]:
+    """The backfill step 3 launched (filled in by test_the_catalog_launches_the_raw_inputs_of_two_more_days)."""
+    return {}
+
+
+def test_the_catalog_launches_the_raw_inputs_of_two_more_days(walk: DagsterDev, browser: Browser, cascade_backfill: dict[str, Any]) -> None:
     b = browser
     b.resize(1600, 2400)  # the catalog renders only the rows in view: all of them (a person scrolls)
     b.open("/")
@@ -215,23 +230,7 @@ def test_the_cascade_builds_the_rest_of_each_day(walk: DagsterDev, browser: Brow
     assert "2 partitions" in dialog(b).text
     backfill = launch(walk, b, [uris.key_path(u) for u in RAW])
     assert backfill["partitionNames"] == MORE_DAYS, backfill
-
-    def filled() -> bool:
-        for uri in DAILY:
-            got = walk.graphql(PARTITIONS_OF, {"k": key_input(uri), "p": MORE_DAYS})["assetNodeOrError"]["latestMaterializationByPartition"]
-            if sorted(m["partition"] for m in got if m) != MORE_DAYS:
-                return False
-        return True
-
-    walk.wait_until("the cascade to build orders, daily_revenue and daily_funnel of both days", filled, CASCADE_TIMEOUT, interval=2)
-    rs = wait_quiet(walk, 600)
-    assert all(r["status"] == "SUCCESS" for r in rs), failures(walk, rs)
-    by_cascade = [r for r in rs if r["tags"].get("dagster/sensor_name") == "lineage_cascade"]
-    built = {"/".join(p["path"]) for r in by_cascade for p in r["assetSelection"] or []}
-    for uri in [*DAILY, "ducklake://main/dim_customers", "dbt://warehouse/main/stg_orders"]:
-        assert "/".join(uris.key_path(uri)) in built, (uri, built)  # the cascade built them, not a backfill
-    days = rows(root, "SELECT DISTINCT _partition FROM lake.main.daily_revenue ORDER BY 1")
-    assert [d for (d,) in days] == [DAY, *MORE_DAYS]
+    cascade_backfill.update(backfill)
 
 
 def test_the_automation_tab_shows_the_input_gate(walk: DagsterDev, browser: Browser) -> None:
@@ -246,7 +245,7 @@ def test_the_automation_tab_shows_the_input_gate(walk: DagsterDev, browser: Brow
     assert "ducklake/main/customers" in text and "s3/_default/raw/orders/PARTITION-orders.csv" in text, text
 
 
-# -- steps 5 and 6: a Kafka message and a webhook post, each producing rows ------------------------------
+# -- steps 5 to 7: a Kafka message, a webhook post and a mail, each producing rows --------------------------
 
 
 def test_a_kafka_message_produces_rows(walk: DagsterDev, root: Path) -> None:
@@ -317,6 +316,33 @@ def test_graph_labels_are_readable(walk: DagsterDev, browser: Browser) -> None:
     shown = list(names.values())
     assert shown[0] != shown[1], names
     assert shown[0].endswith("ders.csv") and shown[1].endswith("ents.csv"), names  # the names' own ends
+
+
+# -- step 3, its outcome: the cascade built the rest of each day ------------------------------------------
+
+
+def test_the_cascade_builds_the_rest_of_each_day(walk: DagsterDev, root: Path, cascade_backfill: dict[str, Any]) -> None:
+    assert cascade_backfill, "step 3 launched no backfill (see test_the_catalog_launches_the_raw_inputs_of_two_more_days)"
+
+    def filled() -> bool:
+        for uri in DAILY:
+            got = walk.graphql(PARTITIONS_OF, {"k": key_input(uri), "p": MORE_DAYS})["assetNodeOrError"]["latestMaterializationByPartition"]
+            if sorted(m["partition"] for m in got if m) != MORE_DAYS:
+                return False
+        return True
+
+    walk.wait_until("the cascade to build orders, daily_revenue and daily_funnel of both days", filled, CASCADE_TIMEOUT, interval=2)
+    rs = wait_quiet(walk, 600)
+    assert all(r["status"] == "SUCCESS" for r in rs), failures(walk, rs)
+    raw = [r for r in rs if r["tags"].get("dagster/backfill") == cascade_backfill["id"]]
+    assert sorted(r["tags"].get("dagster/partition") for r in raw) == MORE_DAYS, raw  # step 3's backfill built the raw inputs only
+    assert {"/".join(p["path"]) for r in raw for p in r["assetSelection"] or []} == {"/".join(uris.key_path(u)) for u in RAW}, raw
+    by_cascade = [r for r in rs if r["tags"].get("dagster/sensor_name") == "lineage_cascade"]
+    built = {"/".join(p["path"]) for r in by_cascade for p in r["assetSelection"] or []}
+    for uri in [*DAILY, "ducklake://main/dim_customers", "dbt://warehouse/main/stg_orders"]:
+        assert "/".join(uris.key_path(uri)) in built, (uri, built)  # the cascade built them, not a backfill
+    days = rows(root, "SELECT DISTINCT _partition FROM lake.main.daily_revenue ORDER BY 1")
+    assert [d for (d,) in days] == [DAY, *MORE_DAYS]
 
 
 def test_no_run_failed(walk: DagsterDev) -> None:

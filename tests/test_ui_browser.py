@@ -89,13 +89,20 @@ def wait_for_backfill(demo: DagsterDev, backfill_id: str) -> dict[str, Any]:
     return dict(demo.wait_until(f"backfill {backfill_id}", probe, BACKFILL_TIMEOUT, interval=2))
 
 
-@pytest.fixture(scope="module")
-def upstream(demo: DagsterDev) -> None:
-    """The raw exports and customers of two days, built through the API (the UI is tested on what follows)."""
+@pytest.fixture(scope="module", autouse=True)
+def upstream_launched(demo: DagsterDev) -> str:
+    """The raw exports and customers of two days, launched through the API as the module starts (the UI is
+    tested on what follows): the graph test, which needs none of it, runs while it builds. The backfill's id."""
     params = {"assetSelection": [key_input(RAW_ORDERS), key_input(CUSTOMERS)], "partitionNames": UPSTREAM_DAYS}
     launched = demo.graphql(LAUNCH, {"params": params})["launchPartitionBackfill"]
     assert launched["__typename"] == "LaunchBackfillSuccess", launched
-    b = wait_for_backfill(demo, launched["backfillId"])
+    return str(launched["backfillId"])
+
+
+@pytest.fixture(scope="module")
+def upstream(demo: DagsterDev, upstream_launched: str) -> None:
+    """That backfill, built."""
+    b = wait_for_backfill(demo, upstream_launched)
     assert b["status"] in ("COMPLETED", "COMPLETED_SUCCESS") and all(r["status"] == "SUCCESS" for r in b["runs"]), b
 
 
@@ -241,7 +248,9 @@ def receiver(demo: DagsterDev, demo_root: Path) -> tuple[str, Any]:
     return running.webhooks, credentials(demo_root / "state", ["payments"], {})["payments"]
 
 
-def test_a_webhook_post_runs_under_the_sensors_ticks(demo: DagsterDev, browser: Browser, receiver: tuple[str, Any], demo_root: Path) -> None:
+def test_a_webhook_post_runs_under_the_sensors_ticks(demo: DagsterDev, browser: Browser, receiver: tuple[str, Any], demo_root: Path, launched: dict[str, Any]) -> None:
+    """A payment posted to the demo's receiver becomes a run under the sensor's ticks (after ``launched``, which
+    built ``orders``: the payment's relationships check reads it)."""
     import urllib.request
 
     from lineage_defs.demo.send import signed_request
