@@ -116,7 +116,7 @@ def step_assets(step: ScriptStep, ctx: BuildContext) -> AssetsDefinition:
         name=step.name,
         specs=specs,
         check_specs=check_specs(step, specs[0].key, keys),
-        partitions_def=pdef,
+        # no partitions_def: every spec carries it, and given here too Dagster copies each spec to set it again
         retry_policy=retry,
         pool=step.pool,
         backfill_policy=BackfillPolicy.single_run() if ranged else None,
