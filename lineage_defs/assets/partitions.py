@@ -46,6 +46,11 @@ def partitions_def(p: Partitioning | None, dynamic_name: str, live: bool = False
     return _TIME[p.kind](start_date=start, timezone=p.tz, fmt=p.format, end_offset=1 if live else 0)
 
 
+# Mappings are immutable: one of each serves every dependency (thousands per load).
+_TIME_TO_TIME = TimeWindowPartitionMapping()
+_ALL = AllPartitionMapping()
+
+
 def partition_mapping(upstream: PartitionsDefinition | None, downstream: PartitionsDefinition | None) -> PartitionMapping | None:
     """The mapping for an upstream→downstream edge; None where Dagster's default is right.
 
@@ -57,7 +62,7 @@ def partition_mapping(upstream: PartitionsDefinition | None, downstream: Partiti
     if upstream is None or downstream is None:
         return None
     if isinstance(upstream, TimeWindowPartitionsDefinition) and isinstance(downstream, TimeWindowPartitionsDefinition):
-        return TimeWindowPartitionMapping()
+        return _TIME_TO_TIME
     if upstream == downstream:
         return None
-    return AllPartitionMapping()
+    return _ALL
