@@ -1,0 +1,213 @@
+"""Many uncached scripts → their headers and analyses, computed in this process and in worker processes at once.
+
+A cold load (no plan cache: a fresh state dir, a new parser) spends nearly all
+its time on per-file work that shares nothing: parsing the header and
+analysing the body with sqlglot. With at least ``THRESHOLD`` such files and
+more than one CPU, ``load_files`` starts CPU count − 1 workers
+(``python -m lineage_defs.plan.workers``, which imports neither Dagster nor
+the caller's main module, unlike a multiprocessing spawn) and shares the
+files with them in chunks: the workers take chunks from the front, this
+process from the back, so nobody waits while a worker starts. A worker gets
+each chunk as a pickle on its stdin and answers on its stdout; the results are
+the very objects ``files.compute`` gives in-process. Only this process touches
+the plan cache, in the files' order.
+
+A worker that fails (an exception, a crash, a kill) fails the load with a
+``WorkerError`` naming the file it was at and the worker's own message.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import subprocess
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from lineage_defs.plan.cache import PlanCache
+from lineage_defs.plan.files import FileResult, ParsedHeader, Pending, compute, finish, lookup
+from lineage_defs.plan.spec import Analysis
+
+# Below this many files to compute, a worker's start (~0.2 s of imports) costs more than it saves.
+THRESHOLD = 200
+CHUNK = 32  # files per message: ~50 ms of work, so a chunk's round trip is noise
+Computed = tuple[ParsedHeader, Analysis | None]
+_HOME = str(Path(__file__).resolve().parents[2])  # where `lineage_defs` is imported from, for the worker too
+
+
+class WorkerError(RuntimeError):
+    """A worker process analysing scripts failed: a bug or a crash, never a user's error (those are results)."""
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def load_files(root: Path, paths: Sequence[Path], cache: PlanCache, dbt_catalogs: Sequence[str] = (), workers: int | None = None, threshold: int | None = None) -> list[FileResult]:
+    """``files.load_file`` for each path, in order; the files not in the cache computed in parallel when there are many.
+
+    ``workers``: how many worker processes at most (default: CPU count − 1); 0 computes everything here.
+    ``threshold``: how many files to compute start workers (default: ``THRESHOLD``).
+    """
+    found = [lookup(root, p, cache, dbt_catalogs) for p in paths]
+    jobs = [f for f in found if isinstance(f, Pending)]
+    n = cpu_count() - 1 if workers is None else workers
+    results = _parallel(jobs, dbt_catalogs, n) if n > 0 and len(jobs) >= max(THRESHOLD if threshold is None else threshold, 1) else [compute(j, dbt_catalogs) for j in jobs]
+    done = iter(results)
+    return [finish(f, *next(done), cache, dbt_catalogs) if isinstance(f, Pending) else f for f in found]
+
+
+def _parallel(jobs: list[Pending], dbt_catalogs: Sequence[str], n: int) -> list[Computed]:
+    """Workers take CHUNK files at a time from the front, this process one at a time from the back.
+
+    No threads: between two files of its own this process collects the answers that are ready and
+    hands out the next chunks, so a worker never waits longer than one file's analysis."""
+    results: list[Computed | None] = [None] * len(jobs)
+    lo, hi = 0, len(jobs)  # jobs[lo:hi] are not handed out yet
+    catalogs = tuple(dbt_catalogs)
+    workers = [w for w in (_Worker.start() for _ in range(min(n, (len(jobs) - 1) // CHUNK))) if w is not None]
+    busy: dict[int, tuple[_Worker, int, list[Pending]]] = {}  # stdout fd → worker, first index, chunk
+    ok = False
+    try:
+
+        def hand_out(w: _Worker) -> None:
+            nonlocal lo
+            if lo < hi:
+                chunk = jobs[lo : min(lo + CHUNK, hi)]
+                w.send(catalogs, chunk)
+                busy[w.fd] = (w, lo, chunk)
+                lo += len(chunk)
+
+        for w in workers:
+            hand_out(w)
+        while busy or lo < hi:
+            ready, _, _ = select.select(list(busy), [], [], 0 if lo < hi else None)
+            for fd in ready:
+                w, start, chunk = busy.pop(fd)
+                results[start : start + len(chunk)] = w.receive(chunk[0].rel)
+                hand_out(w)
+            if lo < hi:
+                hi -= 1
+                results[hi] = compute(jobs[hi], catalogs)
+        ok = True
+    finally:
+        for w in workers:
+            w.stop(kill=not ok)
+    assert all(r is not None for r in results)
+    return results  # type: ignore[return-value]
+
+
+class _Worker:
+    def __init__(self, proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.proc, self.stdin, self.fd, self.stderr = proc, proc.stdin, proc.stdout.fileno(), stderr
+
+    @classmethod
+    def start(cls) -> _Worker | None:
+        """A worker process, or None when none can be started (this process then does all the work)."""
+        stderr = tempfile.TemporaryFile()
+        try:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_HOME, os.environ.get("PYTHONPATH")])))
+            proc = subprocess.Popen([sys.executable, "-m", "lineage_defs.plan.workers"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
+        except OSError:
+            stderr.close()
+            return None
+        return cls(proc, stderr)
+
+    def send(self, dbt_catalogs: tuple[str, ...], chunk: list[Pending]) -> None:
+        try:
+            _write(self.stdin, pickle.dumps((dbt_catalogs, chunk), protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError as exc:
+            raise self._failed(chunk[0].rel, f"{type(exc).__name__}: {exc}") from None
+
+    def receive(self, rel: str) -> list[Computed]:
+        try:
+            status, value = pickle.loads(_read(self.fd))
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            raise self._failed(rel, f"{type(exc).__name__}: {exc}") from None
+        if status != "ok":
+            raise self._failed(rel, str(value))
+        return value  # type: ignore[no-any-return]
+
+    def _failed(self, rel: str, what: str) -> WorkerError:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.stderr.seek(0)
+        tail = self.stderr.read()[-4000:].decode(errors="replace").strip()
+        exited = f"it exited with code {code}" if code is not None else "it is still running"
+        return WorkerError(
+            f"analysing scripts in a worker process failed at {rel} ({exited}): {what}" + (f"\n{tail}" if tail else "")
+            + "\n(a script's own problems come back as its errors, never like this: this is a bug, or the worker was killed)"
+        )
+
+    def stop(self, kill: bool = False) -> None:
+        """End the worker: at the end of its input it exits; killed after a failure here (it may be mid-chunk)."""
+        if kill:
+            self.proc.kill()
+        try:
+            self.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.stderr.close()
+
+
+def _write(out: IO[bytes], data: bytes) -> None:
+    out.write(len(data).to_bytes(8, "little") + data)
+    out.flush()
+
+
+def _read(fd: int) -> bytes:
+    """One message (its length first) from a pipe; EOFError when the writer is gone."""
+    size = int.from_bytes(_exactly(fd, 8), "little")
+    return _exactly(fd, size)
+
+
+def _exactly(fd: int, n: int) -> bytes:
+    parts: list[bytes] = []
+    while n:
+        part = os.read(fd, min(n, 1 << 20))
+        if not part:
+            raise EOFError("the worker closed its output")
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)
+
+
+def main() -> None:
+    """The worker: (dbt catalogs, jobs) on stdin → ("ok", results) or ("error", traceback) on stdout, each a pickle."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever a library prints must not mix with the answers
+    sys.stdout = sys.stderr
+    source = sys.stdin.fileno()
+    while True:
+        try:
+            dbt_catalogs, chunk = pickle.loads(_read(source))
+        except EOFError:
+            return
+        answer: tuple[str, Any]
+        try:
+            answer = ("ok", [compute(j, dbt_catalogs) for j in chunk])
+        except Exception:
+            answer = ("error", traceback.format_exc())
+        _write(out, pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+if __name__ == "__main__":
+    main()
