@@ -107,6 +107,7 @@ class Pending:
     key: str  # content hash
     language: Language
     parsed: ParsedHeader | None  # the cached header, when only the analysis is missing
+    cached: Analysis | None = None  # without a cached header: the cached analysis, used if the body still fits it
 
 
 def lookup(root: Path, path: Path, cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult | Pending:
@@ -116,8 +117,8 @@ def lookup(root: Path, path: Path, cache: PlanCache, dbt_catalogs: Sequence[str]
     key = content_hash(rel, text)
     language = language_of(path.name) or Language.DUCKDB
     hit = cache.get(_header_key(key, language), ParsedHeader)
-    if hit is None or hit.header.path != rel or hit.header.language is not language:
-        return Pending(rel, text, key, language, None)
+    if hit is None or hit.header.path != rel or hit.header.language is not language:  # (a changed parser: the body's analysis may still be there)
+        return Pending(rel, text, key, language, None, cache.get(_analysis_key(key, dbt_catalogs), Analysis))
     analysis = None
     if hit.header.is_step:
         analysis = cache.get(_analysis_key(key, dbt_catalogs), Analysis)
@@ -135,14 +136,17 @@ def compute(job: Pending, dbt_catalogs: Sequence[str] = ()) -> tuple[ParsedHeade
     header = parsed.header
     if not header.is_step:
         return parsed, None
-    return parsed, analyze(header, body_from(job.text, header.body_line), pg_connection(header), dbt_catalogs=dbt_catalogs)
+    body = body_from(job.text, header.body_line)
+    if job.cached is not None and statements_match(job.cached, body):
+        return parsed, job.cached
+    return parsed, analyze(header, body, pg_connection(header), dbt_catalogs=dbt_catalogs)
 
 
 def finish(job: Pending, parsed: ParsedHeader, analysis: Analysis | None, cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult:
     """Store what ``compute`` gave in the cache; the file's result."""
     if job.parsed is None:
         cache.put(_header_key(job.key, job.language), parsed)
-    if analysis is not None:
+    if analysis is not None and analysis != job.cached:
         cache.put(_analysis_key(job.key, dbt_catalogs), analysis)
     return _result(parsed, analysis, job.text, job.key)
 
