@@ -90,17 +90,46 @@ def _jobs(root: Path, n: int) -> list[Pending]:
     return (jobs * (n // len(jobs) + 1))[:n]
 
 
+def _started_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers that have finished starting before the files are shared: the first chunk is surely theirs."""
+    start = workers._Worker.start
+
+    def ready(cls: type) -> workers._Worker | None:
+        w = start()
+        assert w is not None
+        w.wait_ready()
+        return w
+
+    monkeypatch.setattr(workers._Worker, "start", classmethod(ready))
+
+
 def test_an_exception_in_a_worker_names_the_file_and_the_cause(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workers, "CHUNK", 4)
+    _started_ready(monkeypatch)
     good = _jobs(folder, 12)
     bad = Pending("shop/broken.sql", None, "k", good[0].language, None)  # type: ignore[arg-type]  # no text: parse_header raises
     with pytest.raises(WorkerError) as err:
         workers._parallel([bad, *good], (), 1)  # the worker takes the first chunk
-    assert "failed at shop/broken.sql" in str(err.value)
+    assert "failed at shop/broken.sql (it exited with code 0)" in str(err.value) or "failed at shop/broken.sql (it is still running)" in str(err.value)
     assert "Traceback" in str(err.value) and "Error" in str(err.value)
 
 
-def test_a_killed_worker_is_a_clear_error(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_killed_mid_chunk_is_a_clear_error(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workers, "CHUNK", 4)
+    _started_ready(monkeypatch)
+    send = workers._Worker.send
+
+    def send_and_kill(self: workers._Worker, catalogs: tuple[str, ...], chunk: list[Pending]) -> None:
+        send(self, catalogs, chunk)
+        os.kill(self.proc.pid, signal.SIGKILL)
+
+    monkeypatch.setattr(workers._Worker, "send", send_and_kill)
+    jobs = _jobs(folder, 12)
+    with pytest.raises(WorkerError, match=rf"failed at {jobs[0].rel} \(it exited with code -9\): EOFError"):
+        workers._parallel(jobs, (), 1)
+
+
+def test_a_worker_killed_while_starting_is_a_clear_error(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workers, "CHUNK", 4)
     start = workers._Worker.start
 
@@ -112,8 +141,25 @@ def test_a_killed_worker_is_a_clear_error(folder: Path, monkeypatch: pytest.Monk
         return w
 
     monkeypatch.setattr(workers._Worker, "start", classmethod(killed))
-    with pytest.raises(WorkerError, match=r"failed at \S+ \(it exited with code -9\)"):
+    with pytest.raises(WorkerError, match=r"failed while starting \(it exited with code -9\)"):
         workers._parallel(_jobs(folder, 12), (), 1)
+
+
+def test_this_process_does_not_wait_for_a_worker_still_starting(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer files than a worker's start is worth: this process computes them all and kills the worker."""
+    monkeypatch.setattr(workers, "CHUNK", 4)
+    started: list[workers._Worker] = []
+    start = workers._Worker.start
+    monkeypatch.setattr(workers._Worker, "start", classmethod(lambda cls: started.append(start()) or started[-1]))  # type: ignore[func-returns-value]
+    monkeypatch.setattr(workers._Worker, "wait_ready", lambda self: pytest.fail("waited for the worker"))
+    monkeypatch.setattr(workers.select, "select", lambda r, w, x, timeout=None: ([], [], []))  # the worker never says it is ready
+    jobs = _jobs(folder, 12)
+    results = workers._parallel(jobs, (), 1)
+    def plain(rs: list[workers.Computed]) -> list[object]:
+        return [(h.header, [e.render() for e in h.errors], a) for h, a in rs]
+
+    assert plain(results) == plain([workers.compute(j) for j in jobs])
+    assert len(started) == 1 and started[0].proc.returncode == -signal.SIGKILL
 
 
 def test_the_worker_imports_no_dagster() -> None:

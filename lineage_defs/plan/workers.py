@@ -69,38 +69,37 @@ def _parallel(jobs: list[Pending], dbt_catalogs: Sequence[str], n: int) -> list[
     """Workers take CHUNK files at a time from the front, this process one at a time from the back.
 
     No threads: between two files of its own this process collects the answers that are ready and
-    hands out the next chunks, so a worker never waits longer than one file's analysis."""
+    hands out the next chunks, so a worker never waits longer than one file's analysis. A worker
+    gets its first chunk once it says it is ready (its imports done): when this process is through
+    first, a worker still starting is killed, not waited for."""
     results: list[Computed | None] = [None] * len(jobs)
     lo, hi = 0, len(jobs)  # jobs[lo:hi] are not handed out yet
     catalogs = tuple(dbt_catalogs)
-    workers = [w for w in (_Worker.start() for _ in range(min(n, (len(jobs) - 1) // CHUNK))) if w is not None]
-    busy: dict[int, tuple[_Worker, int, list[Pending]]] = {}  # stdout fd → worker, first index, chunk
+    workers = {w.fd: w for w in (_Worker.start() for _ in range(min(n, (len(jobs) - 1) // CHUNK))) if w is not None}
     ok = False
     try:
-
-        def hand_out(w: _Worker) -> None:
-            nonlocal lo
-            if lo < hi:
-                chunk = jobs[lo : min(lo + CHUNK, hi)]
-                w.send(catalogs, chunk)
-                busy[w.fd] = (w, lo, chunk)
-                lo += len(chunk)
-
-        for w in workers:
-            hand_out(w)
-        while busy or lo < hi:
-            ready, _, _ = select.select(list(busy), [], [], 0 if lo < hi else None)
-            for fd in ready:
-                w, start, chunk = busy.pop(fd)
-                results[start : start + len(chunk)] = w.receive(chunk[0].rel)
-                hand_out(w)
+        while lo < hi or any(w.chunk for w in workers.values()):
+            listen = [fd for fd, w in workers.items() if w.chunk or (lo < hi and not w.ready)]
+            for fd in select.select(listen, [], [], 0 if lo < hi else None)[0] if listen else ():
+                w = workers[fd]
+                if w.chunk:
+                    start, chunk = w.chunk
+                    results[start : start + len(chunk)] = w.receive(chunk[0].rel)
+                    w.chunk = None
+                else:
+                    w.wait_ready()
+            for w in workers.values():
+                if w.ready and not w.chunk and lo < hi:
+                    w.chunk = (lo, jobs[lo : min(lo + CHUNK, hi)])
+                    w.send(catalogs, w.chunk[1])
+                    lo += len(w.chunk[1])
             if lo < hi:
                 hi -= 1
                 results[hi] = compute(jobs[hi], catalogs)
         ok = True
     finally:
-        for w in workers:
-            w.stop(kill=not ok)
+        for w in workers.values():
+            w.stop(kill=not (ok and w.ready))
     assert all(r is not None for r in results)
     return results  # type: ignore[return-value]
 
@@ -109,6 +108,8 @@ class _Worker:
     def __init__(self, proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
         assert proc.stdin is not None and proc.stdout is not None
         self.proc, self.stdin, self.fd, self.stderr = proc, proc.stdin, proc.stdout.fileno(), stderr
+        self.ready = False  # its imports are done
+        self.chunk: tuple[int, list[Pending]] | None = None  # what it is computing: the first index, the jobs
 
     @classmethod
     def start(cls) -> _Worker | None:
@@ -126,18 +127,25 @@ class _Worker:
         try:
             _write(self.stdin, pickle.dumps((dbt_catalogs, chunk), protocol=pickle.HIGHEST_PROTOCOL))
         except OSError as exc:
-            raise self._failed(chunk[0].rel, f"{type(exc).__name__}: {exc}") from None
+            raise self._failed(f"at {chunk[0].rel}", f"{type(exc).__name__}: {exc}") from None
+
+    def wait_ready(self) -> None:
+        try:
+            _read(self.fd)
+        except (OSError, EOFError) as exc:
+            raise self._failed("while starting", f"{type(exc).__name__}: {exc}") from None
+        self.ready = True
 
     def receive(self, rel: str) -> list[Computed]:
         try:
             status, value = pickle.loads(_read(self.fd))
         except (OSError, EOFError, pickle.UnpicklingError) as exc:
-            raise self._failed(rel, f"{type(exc).__name__}: {exc}") from None
+            raise self._failed(f"at {rel}", f"{type(exc).__name__}: {exc}") from None
         if status != "ok":
-            raise self._failed(rel, str(value))
+            raise self._failed(f"at {rel}", str(value))
         return value  # type: ignore[no-any-return]
 
-    def _failed(self, rel: str, what: str) -> WorkerError:
+    def _failed(self, where: str, what: str) -> WorkerError:
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -146,7 +154,7 @@ class _Worker:
         tail = self.stderr.read()[-4000:].decode(errors="replace").strip()
         exited = f"it exited with code {code}" if code is not None else "it is still running"
         return WorkerError(
-            f"analysing scripts in a worker process failed at {rel} ({exited}): {what}" + (f"\n{tail}" if tail else "")
+            f"analysing scripts in a worker process failed {where} ({exited}): {what}" + (f"\n{tail}" if tail else "")
             + "\n(a script's own problems come back as its errors, never like this: this is a bug, or the worker was killed)"
         )
 
@@ -191,10 +199,14 @@ def _exactly(fd: int, n: int) -> bytes:
 
 
 def main() -> None:
-    """The worker: (dbt catalogs, jobs) on stdin → ("ok", results) or ("error", traceback) on stdout, each a pickle."""
+    """The worker: says it is ready (an empty message), then answers (dbt catalogs, jobs) on stdin with
+    ("ok", results) or ("error", traceback) on stdout, each a pickle."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever a library prints must not mix with the answers
     sys.stdout = sys.stderr
+    import lineage_defs.plan.sql  # noqa: F401  (sqlglot: most of a worker's start)
+
+    _write(out, b"")  # ready
     source = sys.stdin.fileno()
     while True:
         try:
