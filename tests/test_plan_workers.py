@@ -129,7 +129,7 @@ def test_a_worker_killed_mid_chunk_is_a_clear_error(folder: Path, monkeypatch: p
         workers._parallel(jobs, (), 1)
 
 
-def test_a_worker_killed_while_starting_is_a_clear_error(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_cannot_start_is_a_warning_and_this_process_does_its_share(folder: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(workers, "CHUNK", 4)
     start = workers._Worker.start
 
@@ -141,8 +141,10 @@ def test_a_worker_killed_while_starting_is_a_clear_error(folder: Path, monkeypat
         return w
 
     monkeypatch.setattr(workers._Worker, "start", classmethod(killed))
-    with pytest.raises(WorkerError, match=r"failed while starting \(it exited with code -9\)"):
-        workers._parallel(_jobs(folder, 12), (), 1)
+    jobs = _jobs(folder, 12)
+    results = workers._parallel(jobs, (), 1)
+    assert [(h.header, a) for h, a in results] == [(h.header, a) for h, a in (workers.compute(j) for j in jobs)]
+    assert "failed while starting (it exited with code -9)" in caplog.text and "analysed in this process instead" in caplog.text
 
 
 def test_this_process_does_not_wait_for_a_worker_still_starting(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:

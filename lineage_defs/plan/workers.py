@@ -12,12 +12,15 @@ each chunk as a pickle on its stdin and answers on its stdout; the results are
 the very objects ``files.compute`` gives in-process. Only this process touches
 the plan cache, in the files' order.
 
-A worker that fails (an exception, a crash, a kill) fails the load with a
-``WorkerError`` naming the file it was at and the worker's own message.
+A worker that fails (an exception, a crash, a kill) while it holds files fails
+the load with a ``WorkerError`` naming the file it was at and the worker's own
+message; one that cannot start (no usable ``sys.executable``, an import error)
+is a logged warning, and this process analyses its share.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import select
@@ -37,6 +40,7 @@ from lineage_defs.plan.spec import Analysis
 THRESHOLD = 200
 CHUNK = 32  # files per message: ~50 ms of work, so a chunk's round trip is noise
 Computed = tuple[ParsedHeader, Analysis | None]
+log = logging.getLogger("lineage_defs")
 _HOME = str(Path(__file__).resolve().parents[2])  # where `lineage_defs` is imported from, for the worker too
 
 
@@ -86,8 +90,9 @@ def _parallel(jobs: list[Pending], dbt_catalogs: Sequence[str], n: int) -> list[
                     start, chunk = w.chunk
                     results[start : start + len(chunk)] = w.receive(chunk[0].rel)
                     w.chunk = None
-                else:
-                    w.wait_ready()
+                elif not w.wait_ready():  # it could not start: this process does its share
+                    w.stop(kill=True)
+                    del workers[fd]
             for w in workers.values():
                 if w.ready and not w.chunk and lo < hi:
                     w.chunk = (lo, jobs[lo : min(lo + CHUNK, hi)])
@@ -129,12 +134,15 @@ class _Worker:
         except OSError as exc:
             raise self._failed(f"at {chunk[0].rel}", f"{type(exc).__name__}: {exc}") from None
 
-    def wait_ready(self) -> None:
+    def wait_ready(self) -> bool:
+        """Read its "ready"; False (and a warning) when it died starting (this process then does the work)."""
         try:
             _read(self.fd)
         except (OSError, EOFError) as exc:
-            raise self._failed("while starting", f"{type(exc).__name__}: {exc}") from None
+            log.warning("%s; the scripts are analysed in this process instead", self._failed("while starting", f"{type(exc).__name__}: {exc}"))
+            return False
         self.ready = True
+        return True
 
     def receive(self, rel: str) -> list[Computed]:
         try:
