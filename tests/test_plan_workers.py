@@ -96,8 +96,7 @@ def _started_ready(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def ready(cls: type) -> workers._Worker | None:
         w = start()
-        assert w is not None
-        w.wait_ready()
+        assert w is not None and w.wait_ready()
         return w
 
     monkeypatch.setattr(workers._Worker, "start", classmethod(ready))
@@ -162,6 +161,17 @@ def test_this_process_does_not_wait_for_a_worker_still_starting(folder: Path, mo
 
     assert plain(results) == plain([workers.compute(j) for j in jobs])
     assert len(started) == 1 and started[0].proc.returncode == -signal.SIGKILL
+
+
+def test_the_worker_imports_this_package_whatever_its_working_directory(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -c` puts the working directory first on sys.path: another lineage_defs there is not the worker's."""
+    (tmp_path / "elsewhere" / "lineage_defs").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "lineage_defs" / "__init__.py").write_text("raise ImportError('the wrong lineage_defs')\n")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    monkeypatch.setattr(workers, "CHUNK", 4)
+    _started_ready(monkeypatch)
+    jobs = _jobs(folder, 12)
+    assert [(h.header, a) for h, a in workers._parallel(jobs, (), 1)] == [(h.header, a) for h, a in (workers.compute(j) for j in jobs)]
 
 
 def test_the_worker_imports_no_dagster() -> None:

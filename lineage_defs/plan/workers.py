@@ -4,8 +4,8 @@ A cold load (no plan cache: a fresh state dir, a new parser) spends nearly all
 its time on per-file work that shares nothing: parsing the header and
 analysing the body with sqlglot. With at least ``THRESHOLD`` such files and
 more than one CPU, ``load_files`` starts CPU count − 1 workers
-(``python -m lineage_defs.plan.workers``, which imports neither Dagster nor
-the caller's main module, unlike a multiprocessing spawn) and shares the
+(``workers.main`` in ``python -c``, which imports neither Dagster nor the
+caller's main module, unlike a multiprocessing spawn) and shares the
 files with them in chunks: the workers take chunks from the front, this
 process from the back, so nobody waits while a worker starts. A worker gets
 each chunk as a pickle on its stdin and answers on its stdout; the results are
@@ -41,7 +41,9 @@ THRESHOLD = 200
 CHUNK = 32  # files per message: ~50 ms of work, so a chunk's round trip is noise
 Computed = tuple[ParsedHeader, Analysis | None]
 log = logging.getLogger("lineage_defs")
-_HOME = str(Path(__file__).resolve().parents[2])  # where `lineage_defs` is imported from, for the worker too
+# The worker imports `lineage_defs` from where this process did (not from its working directory, which
+# `python -c` and `-m` put first on sys.path), nothing else: not Dagster, not this process' main module.
+_WORKER = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); from lineage_defs.plan.workers import main; main()"
 
 
 class WorkerError(RuntimeError):
@@ -124,8 +126,7 @@ class _Worker:
         """A worker process, or None when none can be started (this process then does all the work)."""
         stderr = tempfile.TemporaryFile()
         try:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_HOME, os.environ.get("PYTHONPATH")])))
-            proc = subprocess.Popen([sys.executable, "-m", "lineage_defs.plan.workers"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
+            proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
         except OSError:
             stderr.close()
             return None
@@ -230,7 +231,3 @@ def main() -> None:
         except Exception:
             answer = ("error", traceback.format_exc())
         _write(out, pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-if __name__ == "__main__":
-    main()
