@@ -14,9 +14,10 @@ from lineage_defs.dbt.load import load_dbt
 from lineage_defs.errors import LineageDefsError, Location, SpecError
 from lineage_defs.plan.cache import PlanCache
 from lineage_defs.plan.discover import SKIP_DIRS, discover, pipeline_folders, stray_steps
-from lineage_defs.plan.files import FileResult, load_file
+from lineage_defs.plan.files import FileResult
 from lineage_defs.plan.project import plan_folder
 from lineage_defs.plan.spec import Project
+from lineage_defs.plan.workers import load_files
 from lineage_defs.settings import LineageSettings
 
 
@@ -34,8 +35,7 @@ def load_project(root: str | Path, settings: LineageSettings | None = None) -> P
     scripts = list(discover(root))  # first: a missing folder is this error, not one from the dbt search
     dbt = load_dbt(root, SKIP_DIRS, settings)
     catalogs = dbt.catalogs()  # `shop.main.customers` in a script is a model of the project whose database is `shop`
-    for pipeline, path in scripts:
-        fr = load_file(root, path, cache, catalogs)
+    for (pipeline, _), fr in zip(scripts, load_files(root, [path for _, path in scripts], cache, catalogs)):
         files[fr.header.path] = fr
         pipelines[fr.header.path] = pipeline
     project = plan_folder(root, files, pipelines, cache, dbt, settings.library_dirs)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.optimizer.scope import Scope, build_scope
 
@@ -89,7 +90,7 @@ class QueryLineage(_Memo):
     ``columns_of(key)`` gives an upstream's columns. The query is normalized in place.
     """
 
-    def __init__(self, query: exp.Expr, dialect: str, columns_of: ColumnsOf) -> None:
+    def __init__(self, query: exp.Expr, dialect: str, columns_of: ColumnsOf, meta_comments: bool = True) -> None:
         super().__init__()
         self.query, self.dialect, self.columns_of = query, dialect, columns_of
         self.problems: list[Problem] = []
@@ -98,7 +99,12 @@ class QueryLineage(_Memo):
             for select in query.find_all(exp.Select):
                 for proj in select.expressions:
                     proj.meta["lin_name"] = proj.output_name
-        normalize_identifiers(query, dialect=dialect)
+        if meta_comments:  # `/* sqlglot.meta case_sensitive */` exempts a subtree: sqlglot's own walk honours it
+            normalize_identifiers(query, dialect=dialect)
+        else:  # the same, identifier by identifier, without the per-node check
+            normalize = Dialect.get_or_raise(dialect).normalize_identifier
+            for ident in query.find_all(exp.Identifier):
+                normalize(ident)
         self.root = build_scope(query)
 
     def columns(self) -> Cols:
@@ -483,13 +489,14 @@ class Virtual:
 class Catalog(_Memo):
     """Upstream schemas plus the script's virtual relations; composes lineage through the latter."""
 
-    def __init__(self, dialect: str, schemas: dict[str, list[str]]) -> None:
+    def __init__(self, dialect: str, schemas: dict[str, list[str]], meta_comments: bool = True) -> None:
         super().__init__()
         self.dialect, self.schemas = dialect, schemas
+        self.meta_comments = meta_comments  # False: the SQL holds no `sqlglot.meta` comment
         self.virtuals: dict[str, Virtual] = {}
 
     def lineage(self, query: exp.Expr) -> QueryLineage:
-        return QueryLineage(query, self.dialect, self.columns_of)
+        return QueryLineage(query, self.dialect, self.columns_of, self.meta_comments)
 
     def feeds(self) -> list[QueryLineage]:
         """The lineages of virtual relations computed so far (their problems and needs count too)."""
@@ -526,7 +533,7 @@ class Catalog(_Memo):
     def query_scans(self, ql: QueryLineage) -> set[Scan]:
         """A query's scans, through virtual relations, plus the scans inside every virtual it reads."""
         out = {(k, c, clause) for k0, c0, clause in ql.scans() for k, c, _ in self.expand([(k0, c0, SCAN)])}
-        for table in ql.query.find_all(exp.Table):
+        for table in ql.query.find_all(exp.Table) if self.virtuals else ():  # no virtual relation: no virtual key
             key = table.meta.get("lin_key")
             if key is not None and key.startswith(VIRTUAL):
                 out |= self._virtual_scans(key)

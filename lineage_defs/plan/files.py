@@ -67,17 +67,6 @@ def parser_fingerprint() -> str:
     return h.hexdigest()[:32]
 
 
-def header_of(rel: str, text: str, key: str, language: Language, cache: PlanCache) -> ParsedHeader:
-    """The file's parsed header and its errors: from the cache under its content hash, else parsed (and stored)."""
-    header_key = content_hash("header", key, language.value, parser_fingerprint())
-    hit = cache.get(header_key, ParsedHeader)
-    if hit is None or hit.header.path != rel or hit.header.language is not language:
-        header, errs = parse_header(rel, text, language)
-        hit = ParsedHeader(header, tuple(errs))
-        cache.put(header_key, hit)
-    return hit
-
-
 def analyze(header: Header, body: str, pg_connection: str, schemas: Mapping[str, Sequence[str]] | None = None, dbt_catalogs: Sequence[str] = ()) -> Analysis:
     if header.language.is_sql:
         from lineage_defs.plan.sql import analyze_sql  # sqlglot: a warm load takes the analysis from the cache
@@ -109,23 +98,78 @@ def statements_match(analysis: Analysis, body: str) -> bool:
     return True
 
 
-def load_file(root: Path, path: Path, cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult:
-    """Parse one script under ``root``; its body analysis (``dbt_catalogs`` as ``analyze_sql`` takes them)
-    from the cache when it is there and fits. The result's key hashes the file itself (path and text)."""
+@dataclass(frozen=True)
+class Pending:
+    """A file whose header or body analysis is not in the cache: what ``compute`` needs (sent to a worker as is)."""
+
+    rel: str
+    text: str
+    key: str  # content hash
+    language: Language
+    parsed: ParsedHeader | None  # the cached header, when only the analysis is missing
+    cached: Analysis | None = None  # without a cached header: the cached analysis, used if the body still fits it
+
+
+def lookup(root: Path, path: Path, cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult | Pending:
+    """The file from the cache (header and analysis both there and fitting), else what is left to compute."""
     rel = path.relative_to(root).as_posix()
     text = path.read_text(encoding="utf-8", errors="replace")
     key = content_hash(rel, text)
-    parsed = header_of(rel, text, key, language_of(path.name) or Language.DUCKDB, cache)
-    header = parsed.header
+    language = language_of(path.name) or Language.DUCKDB
+    hit = cache.get(_header_key(key, language), ParsedHeader)
+    if hit is None or hit.header.path != rel or hit.header.language is not language:  # (a changed parser: the body's analysis may still be there)
+        return Pending(rel, text, key, language, None, cache.get(_analysis_key(key, dbt_catalogs), Analysis))
     analysis = None
-    if header.is_step:
-        body = body_from(text, header.body_line)
-        analysis_key = content_hash(key, *dbt_catalogs) if dbt_catalogs else key
-        analysis = cache.get(analysis_key, Analysis)
-        if analysis is None or not statements_match(analysis, body):
-            analysis = analyze(header, body, pg_connection(header), dbt_catalogs=dbt_catalogs)
-            cache.put(analysis_key, analysis)
-    return FileResult(header, parsed.errors, analysis, tuple(text.splitlines()[: header.body_line]), key)
+    if hit.header.is_step:
+        analysis = cache.get(_analysis_key(key, dbt_catalogs), Analysis)
+        if analysis is None or not statements_match(analysis, body_from(text, hit.header.body_line)):
+            return Pending(rel, text, key, language, hit)
+    return _result(hit, analysis, text, key)
+
+
+def compute(job: Pending, dbt_catalogs: Sequence[str] = ()) -> tuple[ParsedHeader, Analysis | None]:
+    """Parse the header (unless cached) and analyse the body of a step. Pure: no cache, no file access."""
+    parsed = job.parsed
+    if parsed is None:
+        header, errs = parse_header(job.rel, job.text, job.language)
+        parsed = ParsedHeader(header, tuple(errs))
+    header = parsed.header
+    if not header.is_step:
+        return parsed, None
+    body = body_from(job.text, header.body_line)
+    if job.cached is not None and statements_match(job.cached, body):
+        return parsed, job.cached
+    return parsed, analyze(header, body, pg_connection(header), dbt_catalogs=dbt_catalogs)
+
+
+def finish(job: Pending, parsed: ParsedHeader, analysis: Analysis | None, cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult:
+    """Store what ``compute`` gave in the cache; the file's result."""
+    if job.parsed is None:
+        cache.put(_header_key(job.key, job.language), parsed)
+    if analysis is not None and analysis != job.cached:
+        cache.put(_analysis_key(job.key, dbt_catalogs), analysis)
+    return _result(parsed, analysis, job.text, job.key)
+
+
+def load_file(root: Path, path: Path, cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult:
+    """Parse one script under ``root``; its body analysis (``dbt_catalogs`` as ``analyze_sql`` takes them)
+    from the cache when it is there and fits. The result's key hashes the file itself (path and text)."""
+    found = lookup(root, path, cache, dbt_catalogs)
+    if isinstance(found, FileResult):
+        return found
+    return finish(found, *compute(found, dbt_catalogs), cache, dbt_catalogs)
+
+
+def _header_key(key: str, language: Language) -> str:
+    return content_hash("header", key, language.value, parser_fingerprint())
+
+
+def _analysis_key(key: str, dbt_catalogs: Sequence[str]) -> str:
+    return content_hash(key, *dbt_catalogs) if dbt_catalogs else key
+
+
+def _result(parsed: ParsedHeader, analysis: Analysis | None, text: str, key: str) -> FileResult:
+    return FileResult(parsed.header, parsed.errors, analysis, tuple(text.splitlines()[: parsed.header.body_line]), key)
 
 
 def with_schemas(root: Path, fr: FileResult, known: Mapping[str, Sequence[str]], cache: PlanCache, dbt_catalogs: Sequence[str] = ()) -> FileResult:

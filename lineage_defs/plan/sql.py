@@ -29,6 +29,7 @@ from lineage_defs.plan.spec import EVENTS_TABLE, Analysis, EdgeKind, Problem, Ra
 # What the analysis returns is the plan's own plain data (cached without sqlglot objects).
 SqlAnalysis = Analysis
 SqlProblem = Problem
+SQLGLOT_META = "sqlglot.meta"  # a comment holding it sets node meta (`case_sensitive` exempts names from normalization)
 
 
 def analyze_sql(
@@ -54,7 +55,7 @@ def analyze_sql(
         _parse(text, dialect, body_line, statements, trees, problems)
     except Exception as exc:  # sqlglot must never take the code location down
         problems.append(SqlProblem(f"could not parse the SQL: {exc}", body_line, 0, None))
-    body = _Body(dialect, pg_connection, {k: list(v) for k, v in (schemas or {}).items()})
+    body = _Body(dialect, pg_connection, {k: list(v) for k, v in (schemas or {}).items()}, SQLGLOT_META in text)
     body.catalogs.update({c.lower(): ("dbt", c) for c in dbt_catalogs if c.lower() not in body.catalogs})
     for statement, tree in zip(statements, trees):
         try:
@@ -132,8 +133,9 @@ def _parse(text: str, dialect: str, body_line: int, statements: list[Statement],
         problems.append(SqlProblem("SQL syntax error: unterminated string, quoted name or comment", line, 0, "close every string, quoted name and block comment"))
         return
     chunks: list[list[Token]] = [[]]
+    semicolon = TokenType.SEMICOLON
     for token in tokens:
-        if token.token_type == TokenType.SEMICOLON:
+        if token.token_type == semicolon:
             chunks.append([])
         else:
             chunks[-1].append(token)
@@ -259,7 +261,7 @@ def _reader_uris(func: exp.Func) -> list[str]:
 class _Body:
     """The statements in order: attached catalogs, temp tables, reads, writes, relations to trace through."""
 
-    def __init__(self, dialect: str, pg_connection: str, schemas: dict[str, list[str]]) -> None:
+    def __init__(self, dialect: str, pg_connection: str, schemas: dict[str, list[str]], meta_comments: bool = True) -> None:
         self.dialect, self.pg_connection = dialect, pg_connection
         self.catalogs: dict[str, tuple[str, str] | None] = {a: (s.partition("://")[0], s.partition("://")[2]) for a, s in uris.DEFAULT_CATALOGS.items()}
         self.default: tuple[str, str | None] = ("warehouse", None)  # USE changes it
@@ -268,7 +270,7 @@ class _Body:
         self.reads: set[str] = set()
         self.writes: set[str] = set()
         self.created: dict[str, str] = {}  # URI or "temp:<name>" -> virtual key
-        self.catalog = Catalog(dialect, schemas)
+        self.catalog = Catalog(dialect, schemas, meta_comments)
         self.traced: list[QueryLineage] = []
         self.clauses: dict[tuple[str, str], set[str]] = {}  # a scanned (URI, column) → the clauses reading it
 
