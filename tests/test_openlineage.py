@@ -238,6 +238,29 @@ def test_an_endpoint_that_does_not_answer_costs_at_most_the_budget(endpoint: str
         assert outcome.gave_up == "the endpoint did not answer within 1 s"
 
 
+def test_an_event_that_fails_after_the_give_up_changes_no_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sender still holds an event when close() gives up (a slow machine: CI saw it); the endpoint then
+    refuses it. What close() returned, and the emitter's own count, still add up to the events queued."""
+    import lineage_defs.openlineage.emitter as emitter_module
+
+    class Slow:
+        def emit(self, event: object) -> None:
+            time.sleep(0.4)
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(emitter_module, "_client", Slow)
+    emitter = Emitter("ns", budget=0.1)
+    emitter.emit(_event("START"))
+    emitter.emit(_event("COMPLETE"))
+    outcome = emitter.close()
+    assert (outcome.sent, outcome.failed, outcome.pending) == (0, [], 2), outcome
+    assert outcome.gave_up == "the endpoint did not answer within 0.1 s"
+    emitter.thread.join(5)  # the refused event comes back after the give-up
+    assert not emitter.thread.is_alive()
+    assert (outcome.sent, outcome.failed, outcome.pending) == (0, [], 2), outcome
+    assert emitter.outcome.sent + len(emitter.outcome.failed) + emitter.outcome.pending == 2, emitter.outcome
+
+
 @pytest.fixture
 def chain(tmp_path: Path) -> Path:
     """Three steps, each reading the one before: three START/COMPLETE pairs per run."""

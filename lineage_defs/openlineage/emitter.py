@@ -28,7 +28,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lineage_defs.openlineage.spec import PRODUCER, Event
@@ -161,9 +161,23 @@ class Emitter:
         self.outcome.waited = time.monotonic() - started
         if self.thread.is_alive():
             self._give_up(f"the endpoint did not answer within {self.budget:g} s")
-        if self.abandoned.is_set():
-            self.outcome.pending = self.queued - self.outcome.sent - len(self.outcome.failed)
-        return self.outcome
+        # A snapshot: the sender may still finish an event after the give-up, and records nothing then
+        # (``_record``), so sent + failed + pending is what was queued.
+        with self.giving_up:
+            if self.abandoned.is_set():
+                self.outcome.pending = self.queued - self.outcome.sent - len(self.outcome.failed)
+            return replace(self.outcome, failed=list(self.outcome.failed))
+
+    def _record(self, failure: str | None) -> bool:
+        """Count one event sent (``failure`` None) or failed; False, counting nothing, once the step gave up on the endpoint."""
+        with self.giving_up:
+            if self.abandoned.is_set():
+                return False
+            if failure is None:
+                self.outcome.sent += 1
+            else:
+                self.outcome.failed.append(failure)
+            return True
 
     def _give_up(self, reason: str) -> None:
         """Drop what is still queued (never sent late); the run's later steps send nothing."""
@@ -186,22 +200,21 @@ class Emitter:
         except Exception as e:  # not installed, or a configuration the client rejects
             reason = f"the OpenLineage client is unavailable: {type(e).__name__}: {e}"
             while (item := self.queue.get()) is not _STOP:
-                self.outcome.failed.append(reason)
+                self._record(reason)
             return
         while (item := self.queue.get()) is not _STOP:
             if self.abandoned.is_set():
                 continue
             try:
                 client.emit(run_event(item, self.namespace))
-                self.outcome.sent += 1
+                self._record(None)
             except Exception as e:  # best effort: a transport error loses this event, never the run
                 line = f"{item.state} of {item.run.job}: {_describe(e)}"
-                self.outcome.failed.append(line)
-                if _unreachable(e):
+                if self._record(line) and _unreachable(e):
                     self._give_up(f"the endpoint could not be reached: {line}")
         try:
             close = getattr(client, "close", None)  # asynchronous transports flush here
             if close is not None and not self.abandoned.is_set():
                 close(self.budget)
         except Exception as e:
-            self.outcome.failed.append(f"closing the client: {type(e).__name__}: {e}")
+            self._record(f"closing the client: {type(e).__name__}: {e}")
