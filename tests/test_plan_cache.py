@@ -292,3 +292,38 @@ def test_state_files_are_private(pipelines: Path, tmp_path: Path) -> None:
     files = [cache / f"{CACHE_VERSION}.json", cache / "schemas-index.json", *settings.schemas_dir.glob("*.json")]
     assert len(files) == 3
     assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in files} == {f.name: 0o600 for f in files}
+
+
+def test_the_codec_checks_every_field_of_a_record_and_round_trips_each_kind() -> None:
+    """Records decode through generated code: exact scalars, optional ones, nested records, NamedTuples, enums."""
+    from lineage_defs.plan.codec import CodecError, decode, encode
+    from lineage_defs.plan.spec import Analysis, ColumnEdge, EdgeKind, Problem, RawEdge, Statement
+
+    a = Analysis(
+        reads=("ducklake://main/a",),
+        output_columns=None,
+        edges=(RawEdge("ducklake://main/a", "x", None, EdgeKind.SCAN, ("where",)), RawEdge("ducklake://main/a", "x", "y", EdgeKind.COPY)),
+        problems=(Problem("bad", 3, 0, None),),
+        statements=(Statement("SELECT 1", 2, "query"),),
+    )
+    back = decode(encode(a, Analysis), Analysis)
+    assert back == a and type(back.edges[0]) is RawEdge and back.edges[0].subtypes == ("where",)
+    edge = ColumnEdge("a://x/t.c", "a://x/u.c", EdgeKind.MOD, ("agg",))
+    assert decode(encode(edge, ColumnEdge), ColumnEdge).subtypes == ("agg",)
+    good = encode(a, Analysis)
+    for path, value in [
+        ((6, 0, 1), "7"),  # Problem.line: a str where an int belongs
+        ((6, 0, 1), True),  # a bool is no int
+        ((6, 0, 3), 5),  # Problem.fix: str | None
+        ((4, 0, 3), "sideways"),  # not an EdgeKind
+        ((4, 0), ["too", "short"]),  # a RawEdge of two values
+        ((0,), ["ducklake://main/a", 1]),  # tuple[str, ...] with a number in it
+    ]:
+        bad = json.loads(json.dumps(good))
+        *outer, last = path
+        target = bad
+        for i in outer:
+            target = target[i]
+        target[last] = value
+        with pytest.raises(CodecError):
+            decode(bad, Analysis)
