@@ -296,7 +296,7 @@ def _plain_fields(tp: type) -> bool:
         and getattr(getattr(init, "__code__", None), "co_filename", None) != getattr(module, "__file__", None)  # not hand-written
         and not hasattr(tp, "__post_init__")
         and "__slots__" not in vars(tp)
-        and all(f.init for f in dataclasses.fields(tp))  # type: ignore[arg-type]
+        and all(f.init for f in dataclasses.fields(tp))
     )
 
 
