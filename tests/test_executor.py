@@ -8,6 +8,8 @@ would prove nothing): this process is the run worker, and a step's events carry 
 from __future__ import annotations
 
 import os
+import threading
+import time
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,13 +28,19 @@ STEPS = {
         -- materialize duckdb://warehouse/first
         SELECT 1 AS n
     """,
+    "wh/pooled.sql": """
+        -- pipeline
+        -- pool narrow
+        -- materialize duckdb://warehouse/pooled
+        SELECT 3 AS n
+    """,
     "wh/second.sql": """
         -- pipeline
         -- materialize duckdb://warehouse/second
         SELECT n + 1 AS n FROM warehouse.main.first
     """,
 }
-FIRST, SECOND, FLAKY = dg.AssetKey(["duckdb", "warehouse", "first"]), dg.AssetKey(["duckdb", "warehouse", "second"]), dg.AssetKey(["duckdb", "warehouse", "flaky"])
+FIRST, SECOND, FLAKY, POOLED = (dg.AssetKey(["duckdb", "warehouse", n]) for n in ("first", "second", "flaky", "pooled"))
 
 
 def asset_job() -> dg.JobDefinition:
@@ -125,3 +133,25 @@ def test_a_one_step_run_in_the_run_worker_still_retries(instance: dg.DagsterInst
     (run,) = instance.get_runs()
     kinds = [e.dagster_event.event_type_value for e in instance.all_logs(run.run_id) if e.dagster_event and e.step_key]
     assert "STEP_UP_FOR_RETRY" in kinds and "STEP_RESTARTED" in kinds, kinds
+
+
+def test_a_one_step_run_in_the_run_worker_waits_for_a_slot_of_its_pool(instance: dg.DagsterInstance) -> None:
+    storage = instance.event_log_storage
+    assert storage.supports_global_concurrency_limits
+    storage.set_concurrency_slots("narrow", 1)
+    assert storage.claim_concurrency_slot("narrow", "another-run", "its_step").is_claimed  # the pool's one slot is taken
+    done: list[tuple[bool, dict[str, int], str]] = []
+    worker = threading.Thread(target=lambda: done.append(_execute(instance, [POOLED])))
+    worker.start()
+    deadline = time.monotonic() + 120
+    while storage.get_concurrency_info("narrow").pending_step_count == 0 and worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # waiting, not executing: no step starts while the slot is taken
+    (run,) = instance.get_runs()
+    started = [e for e in instance.all_logs(run.run_id) if e.dagster_event and e.dagster_event.event_type_value == "STEP_START"]
+    assert worker.is_alive() and started == [] and storage.get_concurrency_info("narrow").pending_step_count == 1
+    storage.free_concurrency_slots_for_run("another-run")
+    worker.join(120)
+    (ok, pids, engine), = done
+    assert ok and pids == {"wh__pooled": os.getpid()}, (pids, engine)
+    assert storage.get_concurrency_info("narrow").active_slot_count == 0  # given back at the step's end
