@@ -91,7 +91,7 @@ def _execute(instance: dg.DagsterInstance, keys: list[dg.AssetKey], run_config: 
         return result.success, pids, engine
 
 
-def test_your_own_executor_wins_and_the_requirements_are_daggers(instance: dg.DagsterInstance) -> None:
+def test_your_own_executor_wins_and_the_requirements_are_dagsters(instance: dg.DagsterInstance) -> None:
     settings = LineageSettings.from_env(os.environ)
     mine = build_definitions(settings=settings, defs=dg.Definitions(executor=dg.in_process_executor))  # no "both have an executor"
     assert mine.resolve_implicit_global_asset_job_def().executor_def is dg.in_process_executor
