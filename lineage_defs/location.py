@@ -107,7 +107,7 @@ def build_definitions(
             sensors=[*sensors, *hook_sensors],
             schedules=schedules,
             resources=resources(settings),
-            executor=executor_for(settings),
+            executor=executor_for(settings, theirs),
         )
         merged = merge_definitions(ours, *theirs) if theirs else ours
         # Dagster resolves the repository (asset graph, resource binding) on first use, which

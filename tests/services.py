@@ -30,8 +30,9 @@ DAEMON_SITE = str(Path(__file__).resolve().parent / "daemon_site")
 
 
 # `dagster asset materialize` / `dg launch` run config: the run's steps in its own process (Dagster's
-# in_process executor). The default executor starts a process per step, each loading the code location
-# again; a test uses this where no step's own process is what it checks.
+# in_process executor). Without it a run of two or more steps gets a process per step (the code location's
+# executor, lineage_defs.assets.executor), each loading the code location again; a test uses this where no
+# step's own process is what it checks.
 IN_PROCESS = ["--config-json", '{"execution": {"config": {"in_process": {}}}}']
 
 

@@ -83,12 +83,13 @@ CELERY = {"LINEAGE_CELERY_BROKER_URL": "redis://127.0.0.1:6399/0", "LINEAGE_CELE
 def test_the_celery_broker_setting_makes_every_job_use_the_celery_executor(tmp_path: Path) -> None:
     from dagster import Definitions
 
+    from lineage_defs.assets.executor import default_executor
     from lineage_defs.location import build_definitions
 
     pipelines = write_steps(tmp_path / "pipelines", STEPS)
     base = {"LINEAGE_PIPELINES_DIR": str(pipelines), "LINEAGE_STATE_DIR": str(tmp_path / "state")}
     plain = build_definitions(settings=LineageSettings.from_env(base))
-    assert plain.executor is None
+    assert plain.executor is default_executor  # a run of one step in the run worker (test_executor.py)
     settings = LineageSettings.from_env({**base, **CELERY})
     assert settings.celery_broker_url == CELERY["LINEAGE_CELERY_BROKER_URL"] and settings.secret_env["celery_broker_url"] == "LINEAGE_CELERY_BROKER_URL"
     defs = build_definitions(settings=settings)

@@ -37,6 +37,7 @@ from dagster import (
     multi_or_in_process_executor,
 )
 
+from lineage_defs.assets.executor import default_executor
 from lineage_defs.events.store import BATCH_TAG, STREAM_TAG, Batch, BatchStatus, EventStore
 from lineage_defs.settings import LineageSettings
 from lineage_defs.triggers.pull import MAX_PER_TICK, NotConfigured, Reader, SourceUnavailable, drain
@@ -136,17 +137,19 @@ def _report_gave_up(instance: Any, b: Batch, v: Verdict) -> None:
 
 
 # A batch's run executes one step: in the run worker itself, not in a second process that
-# imports Dagster and loads the code location again (seconds of every event's latency).
+# imports Dagster and loads the code location again (seconds of every event's latency). Our
+# default executor already does so for a run of one step; the explicit config says it in the run's
+# config (the UI shows it) and covers Dagster's own default executor (your Definitions' choice).
 IN_PROCESS: dict[str, Any] = {"execution": {"config": {"in_process": {}}}}
 
 
 def run_config_of(context: Any) -> dict[str, Any] | None:
-    """``IN_PROCESS`` when the runs use Dagster's default executor (which takes that config), else None."""
+    """``IN_PROCESS`` when the runs use our or Dagster's default executor (both take that config), else None."""
     try:
         job = context.repository_def.get_implicit_global_asset_job_def()
     except Exception:  # noqa: BLE001 - no repository in this context: Dagster's default applies
         return None
-    return IN_PROCESS if job.executor_def is multi_or_in_process_executor else None
+    return IN_PROCESS if job.executor_def in (default_executor, multi_or_in_process_executor) else None
 
 
 def request(b: Batch, v: Verdict, stream: str, pdef: PartitionsDefinition | None, policy: Policy, run_config: dict[str, Any] | None = None) -> RunRequest:
