@@ -145,6 +145,11 @@ def main() -> None:
             results[n] = (c, w, p)
             print(f"N={n:5d}  cold {c:6.2f}s ({c / p:4.2f}x plain)  warm {w:6.2f}s ({w / p:4.2f}x plain)  plain dagster {p:6.2f}s"
                   f"  | per asset: cold {1000 * c / n:.2f} ms, warm {1000 * w / n:.2f} ms, plain {1000 * p / n:.2f} ms")
+            # each round's three loads run back to back: its own ratios do not move with the machine's speed between rounds
+            pc = [x / y for x, y in zip(cold, plain)]
+            pw = [x / y for x, y in zip(warm, plain)]
+            print(f"         per round: cold {statistics.median(pc):4.2f}x plain (rounds {', '.join(f'{r:.2f}' for r in pc)}),"
+                  f" warm {statistics.median(pw):4.2f}x plain (rounds {', '.join(f'{r:.2f}' for r in pw)})")
     if len(results) >= 2:
         (n1, r1), (n2, r2) = sorted(results.items())[0], sorted(results.items())[-1]
         growth = [(b / a) / (n2 / n1) for a, b in zip(r1, r2)]

@@ -243,8 +243,10 @@ def _record_decoder(tp: type) -> Fn:
 
     Exact scalars (``str``, ``int``, ``bool``, and ``| None`` of them) are checked
     inline; other fields call their own decoder. A NamedTuple is built with
-    ``tuple.__new__`` (what its generated ``__new__`` does); a dataclass through
-    its ``__init__`` (keywords when it has keyword-only fields).
+    ``tuple.__new__`` (what its generated ``__new__`` does). A dataclass whose
+    instances are exactly their fields (``_plain_fields``) gets them in its
+    ``__dict__``, as unpickling does; any other through its ``__init__``
+    (keywords when it has keyword-only fields).
     """
     hints = _hints(tp)
     n = len(hints)
