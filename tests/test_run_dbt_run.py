@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
+
+import pytest
 
 from lineage_defs.dbt.config import DbtConfig
 from lineage_defs.dbt.commands import dbt_commands, pass_budget
@@ -84,3 +87,32 @@ def test_outputs_follow_dependencies() -> None:
     assert [s.name for s in topological([mart, stg, seed])] == ["seed", "stg", "mart"]
     cyclic = _step("a", ("b",)), _step("b", ("a",))  # reported at load; ordering still ends
     assert sorted(s.name for s in topological(list(cyclic))) == ["a", "b"]
+
+
+def test_dagster_dbt_gets_the_dbt_version_without_running_dbt_for_the_bundled_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dbt --version` imports all of dbt (seconds of every dbt step): the bundled dbt-core's version is read from its package."""
+    import stat
+    from importlib.metadata import version
+
+    import dagster_dbt.core.resource as dagster_dbt_resource
+    from packaging.version import Version
+
+    from lineage_defs.dbt.execute import DbtCli, bundled_dbt, cli_version
+
+    (tmp_path / "dbt_project.yml").write_text("name: p\nversion: '1'\nprofile: p\n")
+    cli_version.cache_clear()
+
+    def no_subprocess(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError(f"dbt was run: {args}")
+
+    monkeypatch.setattr(dagster_dbt_resource, "check_output", no_subprocess)
+    assert DbtCli(project_dir=str(tmp_path), dbt_executable=str(bundled_dbt()))._cli_version == Version(version("dbt-core"))
+
+    # another executable (Fusion, a dbt of another environment) is asked, once per process
+    calls = tmp_path / "calls"
+    other = tmp_path / "other-dbt"
+    other.write_text(f"#!/bin/sh\necho run >> {calls}\necho 'dbt-fusion 2.0.0-preview.45'\n")
+    other.chmod(other.stat().st_mode | stat.S_IXUSR)
+    for _ in range(2):
+        assert DbtCli(project_dir=str(tmp_path), dbt_executable=str(other))._cli_version == Version("2.0.0")
+    assert calls.read_text().count("run") == 1

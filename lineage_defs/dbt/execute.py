@@ -15,16 +15,20 @@ dbt runs, and releases it before the catalog query takes it again.
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
 from dagster import AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetMaterialization, Output
 from dagster_dbt import DbtCliResource
+from packaging.version import Version
 
 from lineage_defs.assets import metadata as md
 from lineage_defs.assets.context import BuildContext
@@ -37,6 +41,32 @@ from lineage_defs.dbt.selection import by_name, dbt_parents, topological, wave_a
 from lineage_defs.dbt.translator import LineageDbtTranslator
 from lineage_defs.plan.spec import DbtStep
 from lineage_defs.run.substrates import StateLock
+
+
+def bundled_dbt() -> Path:
+    """The dbt executable of this interpreter's dbt-core (the default ``dbt_executable``)."""
+    return Path(sys.executable).parent / "dbt"
+
+
+@functools.lru_cache(maxsize=8)
+def cli_version(executable: str) -> Version:
+    """The version ``executable --version`` reports: read from the installed dbt-core for the bundled
+    one (``dbt --version`` imports all of dbt: ~3 s of every dbt step), asked once per process otherwise."""
+    if Path(executable) == bundled_dbt():
+        return Version(package_version("dbt-core"))
+    out = subprocess.run([executable, "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"(\d+\.\d+\.\d+)", out)
+    if not m:
+        raise ValueError(f"could not read a version from `{executable} --version`: {out.strip()[:200]}")
+    return Version(m.group(1))
+
+
+class DbtCli(DbtCliResource):
+    """dagster-dbt's resource, told the dbt version it would otherwise ask ``dbt --version`` for once per resource (``cli_version``)."""
+
+    @functools.cached_property
+    def _cli_version(self) -> Version:
+        return cli_version(self.dbt_executable)
 
 
 class DbtRun:
@@ -52,7 +82,7 @@ class DbtRun:
         self.keys = ctx.keys
 
     def _executable(self) -> str:
-        return self.settings.dbt_executable or str(Path(sys.executable).parent / "dbt")
+        return self.settings.dbt_executable or str(bundled_dbt())
 
     def _window(self) -> tuple[Any, Any] | None:
         context = self.context
@@ -63,7 +93,7 @@ class DbtRun:
 
     def execute(self, selection: list[str]) -> Iterator[Any]:
         context, project, keys = self.context, self.project, self.keys
-        dbt = DbtCliResource(project_dir=str(self.project_dir), profiles_dir=project.profiles_dir, dbt_executable=self._executable())
+        dbt = DbtCli(project_dir=str(self.project_dir), profiles_dir=project.profiles_dir, dbt_executable=self._executable())
         aliases = dict(project.lineage_aliases)  # a source whose relation is a model's or seed's reports as that asset
         node_keys = {u: keys.asset_key(aliases.get(uri, uri)) for u, uri in project.node_uris}
         node_keys.update({s.unique_id: keys.asset_key(s.uri) for s in self.steps})
