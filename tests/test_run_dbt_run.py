@@ -99,14 +99,14 @@ def test_dagster_dbt_gets_the_dbt_version_without_running_dbt_for_the_bundled_on
 
     from lineage_defs.dbt.execute import DbtCli, bundled_dbt, cli_version
 
-    (tmp_path / "dbt_project.yml").write_text("name: p\nversion: '1'\nprofile: p\n")
+    project = str(Path(__file__).parents[1].joinpath("examples/pipelines/reporting/dbt"))  # read, never built
     cli_version.cache_clear()
 
     def no_subprocess(*args: object, **kwargs: object) -> bytes:
         raise AssertionError(f"dbt was run: {args}")
 
     monkeypatch.setattr(dagster_dbt_resource, "check_output", no_subprocess)
-    assert DbtCli(project_dir=str(tmp_path), dbt_executable=str(bundled_dbt()))._cli_version == Version(version("dbt-core"))
+    assert DbtCli(project_dir=project, dbt_executable=str(bundled_dbt()))._cli_version == Version(version("dbt-core"))
 
     # another executable (Fusion, a dbt of another environment) is asked, once per process
     calls = tmp_path / "calls"
@@ -114,5 +114,5 @@ def test_dagster_dbt_gets_the_dbt_version_without_running_dbt_for_the_bundled_on
     other.write_text(f"#!/bin/sh\necho run >> {calls}\necho 'dbt-fusion 2.0.0-preview.45'\n")
     other.chmod(other.stat().st_mode | stat.S_IXUSR)
     for _ in range(2):
-        assert DbtCli(project_dir=str(tmp_path), dbt_executable=str(other))._cli_version == Version("2.0.0")
+        assert DbtCli(project_dir=project, dbt_executable=str(other))._cli_version == Version("2.0.0")
     assert calls.read_text().count("run") == 1
