@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -31,6 +32,25 @@ os.environ.pop("LINEAGE_DEFINITIONS", None)
 S3_KEY_ID = "lineage-test-key"
 S3_SECRET = "lineage-test-secret"
 S3_REGION = "us-east-1"
+
+
+def flaky_step(marker: Path, uri: str, retries: int) -> str:
+    """A Python step (``# retry <retries>``, writing ``uri``) whose first attempt fails and whose next writes its
+    attempt number; ``marker`` counts the attempts across the step's processes."""
+    return textwrap.dedent(f"""
+        # pipeline
+        # retry {retries}
+        # materialize {uri}
+        from pathlib import Path
+        import pandas as pd
+        from lineage_defs import runtime
+        m = Path({str(marker)!r})
+        n = int(m.read_text()) + 1 if m.exists() else 1
+        m.write_text(str(n))
+        if n < 2:
+            raise SystemExit("transient failure")
+        runtime.write(pd.DataFrame({{"attempt": [n]}}))
+    """).lstrip()
 
 
 def free_port() -> int:

@@ -18,6 +18,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from conftest import flaky_step
 from lineage_defs.assets.executor import default_executor
 from lineage_defs.location import build_definitions
 from lineage_defs.settings import LineageSettings
@@ -53,20 +54,7 @@ def asset_job() -> dg.JobDefinition:
 @pytest.fixture
 def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dg.DagsterInstance]:
     marker = tmp_path / "attempts"
-    steps = {**STEPS, "wh/flaky.py": f"""
-        # pipeline
-        # retry 1
-        # materialize duckdb://warehouse/flaky
-        from pathlib import Path
-        import pandas as pd
-        from lineage_defs import runtime
-        m = Path({str(marker)!r})
-        n = int(m.read_text()) + 1 if m.exists() else 1
-        m.write_text(str(n))
-        if n < 2:
-            raise SystemExit("transient failure")
-        runtime.write(pd.DataFrame({{"attempt": [n]}}))
-    """}
+    steps = {**STEPS, "wh/flaky.py": flaky_step(marker, "duckdb://warehouse/flaky", retries=1)}
     for rel, text in steps.items():
         (tmp_path / "p" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "p" / rel).write_text(textwrap.dedent(text).lstrip())

@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+from conftest import flaky_step
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.run.substrates import Session
 
@@ -243,20 +244,7 @@ def test_blocking_check_rolls_back_and_warn_check_keeps(tmp_path: Path, instance
 def test_retry_annotation_retries(tmp_path: Path, instance: Any) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
     marker = tmp_path / "attempts"
-    write(root, "x/flaky.py", f"""
-        # pipeline
-        # retry 2
-        # materialize ducklake://main/flaky
-        from pathlib import Path
-        import pandas as pd
-        from lineage_defs import runtime
-        m = Path({str(marker)!r})
-        n = int(m.read_text()) + 1 if m.exists() else 1
-        m.write_text(str(n))
-        if n < 2:
-            raise SystemExit("transient failure")
-        runtime.write(pd.DataFrame({{"attempt": [n]}}))
-    """)
+    write(root, "x/flaky.py", flaky_step(marker, "ducklake://main/flaky", retries=2))
     defs = defs_for(root, state)
     job = defs.resolve_implicit_global_asset_job_def()
     r = job.execute_in_process(instance=instance, resources=None, raise_on_error=False) if False else dg.materialize(defs.assets, instance=instance, resources=defs.resources, raise_on_error=False)
