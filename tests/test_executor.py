@@ -18,7 +18,6 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from conftest import flaky_step
 from lineage_defs.assets.executor import default_executor
 from lineage_defs.location import build_definitions
 from lineage_defs.settings import LineageSettings
@@ -54,6 +53,8 @@ def asset_job() -> dg.JobDefinition:
 @pytest.fixture
 def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dg.DagsterInstance]:
     marker = tmp_path / "attempts"
+    from conftest import flaky_step  # here, not at the top: a step's own process imports this module from the repository root
+
     steps = {**STEPS, "wh/flaky.py": flaky_step(marker, "duckdb://warehouse/flaky", retries=1)}
     for rel, text in steps.items():
         (tmp_path / "p" / rel).parent.mkdir(parents=True, exist_ok=True)
