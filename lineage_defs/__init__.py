@@ -44,13 +44,15 @@ def __getattr__(name: str) -> Any:
     paused = gc.isenabled()
     gc.disable()
     try:
-        return getattr(importlib.import_module(module), name)
+        value = getattr(importlib.import_module(module), name)
     finally:
         if paused:
             gc.enable()
+    globals()[name] = value  # found once: later lookups do not come here
+    return value
 
 
 def __dir__() -> list[str]:
     # `dg` finds component types by listing the registry module (this package, see
     # pyproject's entry point): the lazy names must be listed to be found.
-    return sorted([*globals(), *_WHERE])
+    return sorted({*globals(), *_WHERE})
