@@ -39,6 +39,7 @@ from lineage_defs.dbt.project import DbtProject
 from lineage_defs.dbt.relations import analysis_uri, node_relation
 from lineage_defs.dbt.selection import by_name, dbt_parents, topological, wave_args, waves
 from lineage_defs.dbt.translator import LineageDbtTranslator
+from lineage_defs.errors import RunError
 from lineage_defs.plan.spec import DbtStep
 from lineage_defs.run.substrates import StateLock
 
@@ -54,10 +55,14 @@ def cli_version(executable: str) -> Version:
     one (``dbt --version`` imports all of dbt: ~3 s of every dbt step), asked once per process otherwise."""
     if Path(executable) == bundled_dbt():
         return Version(package_version("dbt-core"))
-    out = subprocess.run([executable, "--version"], capture_output=True, text=True, check=True).stdout
+    fix = "set the settings' dbt_executable to a dbt that prints its version (or leave it unset for this environment's dbt-core)"
+    try:
+        out = subprocess.run([executable, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise RunError(f"`{executable} --version` failed: {e}", fix=fix) from None
     m = re.search(r"(\d+\.\d+\.\d+)", out)
     if not m:
-        raise ValueError(f"could not read a version from `{executable} --version`: {out.strip()[:200]}")
+        raise RunError(f"could not read a version from `{executable} --version`: {out.strip()[:200]!r}", fix=fix)
     return Version(m.group(1))
 
 
