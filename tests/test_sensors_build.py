@@ -57,6 +57,33 @@ def test_a_kafka_sensor_without_brokers_skips_and_says_how_to_fix(tmp_path: Path
     assert "LINEAGE_KAFKA_BOOTSTRAP_EVENTS" in (result.skip_message or "")
 
 
+def test_event_sensor_ticks_share_one_instance_per_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A code server's tick context carries only an instance reference; Dagster's ``context.instance``
+    opens a new instance from it on every tick (on SQLite, with a schema check that loads every
+    migration). Our ticks open it once per process, and skip the same way."""
+    from dagster import SensorEvaluationContext
+
+    defs = build_definitions(write(tmp_path / "pipes", STEPS), settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    sensor = next(s for s in defs.sensors if s.name == "p__stream__webhook_p__stream")
+    opened: list[object] = []
+    from_ref = DagsterInstance.from_ref
+    monkeypatch.setattr(DagsterInstance, "from_ref", staticmethod(lambda ref: opened.append(ref) or from_ref(ref)))
+    home = tmp_path / "home"
+    home.mkdir()
+    with DagsterInstance.from_config(str(home)) as instance:
+        ref = instance.get_ref()
+
+        def tick() -> SensorEvaluationContext:
+            return SensorEvaluationContext(instance_ref=ref, last_tick_completion_time=None, last_run_key=None, cursor=None,
+                                           repository_name=None, repository_def=defs.get_repository_def())  # fmt: skip
+
+        skips = [sensor.evaluate_tick(tick()).skip_message for _ in range(3)]
+        assert len(opened) == 1, opened
+        assert skips[0] == skips[2] and "no new batch (0 events stored" in (skips[0] or ""), skips
+        with tick() as dagsters:  # what Dagster's own property does: a new instance per tick
+            assert dagsters.instance is not None and len(opened) == 2
+
+
 def test_two_steps_claiming_one_hook_is_a_check_error(tmp_path: Path) -> None:
     steps = {
         "p/a.sql": "-- pipeline\n-- on webhook name=h\n-- materialize duckdb://warehouse/a\nSELECT 1 AS x\n",

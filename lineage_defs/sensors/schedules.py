@@ -30,6 +30,7 @@ from dagster import (
 )
 
 from lineage_defs.plan.spec import ScriptStep
+from lineage_defs.triggers.instance import tick_instance
 
 
 def closed_partition(pdef: TimeWindowPartitionsDefinition, tick: Any) -> str | None:
@@ -64,7 +65,7 @@ def step_schedules(step: ScriptStep, keys: Sequence[AssetKey], pdef: PartitionsD
 
         def run(context: Any, pdef: PartitionsDefinition | None = pdef, name: str = name, line: int = sched.at.line) -> Any:
             tick = context.scheduled_execution_time
-            if missing := missing_inputs(context.instance, inputs):
+            if missing := missing_inputs(tick_instance(context), inputs):
                 names = ", ".join(k.to_user_string() for k in missing)
                 return SkipReason(f"{step.path}:{line}: not started, its input(s) {names} were never materialized — materialize them first; the next tick runs it")
             if pdef is None:

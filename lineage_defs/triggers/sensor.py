@@ -40,6 +40,7 @@ from dagster import (
 from lineage_defs.assets.executor import default_executor
 from lineage_defs.events.store import BATCH_TAG, STREAM_TAG, Batch, BatchStatus, EventStore
 from lineage_defs.settings import LineageSettings
+from lineage_defs.triggers.instance import tick_instance
 from lineage_defs.triggers.pull import MAX_PER_TICK, NotConfigured, Reader, SourceUnavailable, drain
 from lineage_defs.triggers.outcome import (
     ATTEMPT_TAG,
@@ -185,12 +186,13 @@ def emit(
     policy = policy_of(settings)
     now = time.time()
     pending = store.open_batches(stream, limit=OPEN_PER_TICK)
-    runs = batch_runs(context.instance, [b.id for b in pending])
-    dead = reap(context.instance, runs, now)
+    instance = tick_instance(context)
+    runs = batch_runs(instance, [b.id for b in pending])
+    dead = reap(instance, runs, now)
     for batch, run_id, why in dead:
         context.log.warning(f"run {run_id} of batch {batch}: {why}; marked it failed, the batch runs again")
     if dead:
-        runs = batch_runs(context.instance, [b.id for b in pending])
+        runs = batch_runs(instance, [b.id for b in pending])
     verdicts = [(b, verdict(b.id, b.replay, runs[b.id], now, policy)) for b in pending]
     # One batch of a stream in flight at a time: what arrives meanwhile waits in the store and
     # becomes the next batch (up to max_batch) once it ended. A slow run then means bigger
@@ -207,7 +209,7 @@ def emit(
             done.append(b.id)
         elif v.next is Next.GIVE_UP:
             failed[b.id] = v.reason
-            _report_gave_up(context.instance, b, v)
+            _report_gave_up(instance, b, v)
             context.log.error(f"batch {b.id} ({b.size} events) failed for good: {v.reason}; replay it with `{replay_command(b.id)}`")
         elif v.next is Next.ASK and pdef is not None and b.partition_key is None:
             failed[b.id] = "its events carry no partition key, and the step is partitioned now"
@@ -220,7 +222,7 @@ def emit(
 
     dynamic: list[AddDynamicPartitionsRequest] = []
     if isinstance(pdef, DynamicPartitionsDefinition) and todo:
-        have = set(context.instance.get_dynamic_partitions(pdef.name))
+        have = set(instance.get_dynamic_partitions(str(pdef.name)))
         new = sorted({str(b.partition_key) for b, _ in todo if b.partition_key and b.partition_key not in have})
         if new:
             dynamic.append(AddDynamicPartitionsRequest(str(pdef.name), new))
@@ -237,7 +239,7 @@ def emit(
         if in_flight:
             from lineage_defs.dagster_storage import blind_spot  # Dagster's storage internals (SQLAlchemy, alembic): not at load
 
-            blind = blind_spot(context.instance)
+            blind = blind_spot(instance)
             seen += f"; {blind}" if blind else ""
         return SensorResult(skip_reason=SkipReason(f"{note}no new batch ({seen}){problems}"), dynamic_partitions_requests=dynamic)
     if problems:
