@@ -281,7 +281,7 @@ class Timed:
     on: float  # the fastest with it
     cpu_off: float  # the least CPU time (all threads) of a run without OpenLineage, s
     cpu_on: float
-    spent: float  # the most time a run's steps spent in OpenLineage's own code on their path
+    spent: float  # the least time a run's steps spent in OpenLineage's own code on their path (fastest round)
     instance: dg.DagsterInstance
     runs: list[str]  # the ids of the runs with OpenLineage
 
@@ -290,7 +290,8 @@ def _timed_runs(chain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ur
     """The chain's run without OpenLineage and with it pointed at ``url``, interleaved (load hits both alike), two to
     five rounds: until the fastest with OpenLineage is within ``bound(fastest without)`` of the fastest without (on a
     loaded machine more rounds find calmer moments; a real cost shows in every round). ``spent`` is the time in
-    OpenLineage's code on the steps' path: starting the sender, building events, waiting for them at the end."""
+    OpenLineage's code on the steps' path (starting the sender, building events, waiting for them at the end) in the
+    run with OpenLineage that spent the least."""
     import openlineage.client  # noqa: F401  (loaded, as the code location has it when a step runs)
 
     spent: dict[str, float] = {}
@@ -334,7 +335,9 @@ def _timed_runs(chain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ur
             if on:
                 runs.append(result.run_id)
     assert set(spent) == set(runs)
-    return Timed(min(times[False]), min(times[True]), min(cpu[False]), min(cpu[True]), max(spent.values()), instance, runs)
+    # the fastest round's, as for the run times: load stretches a round's time in OpenLineage's code too (1.1 s for a
+    # 0.8 s budget once, in a full `make test`), and a real cost (a wait per step) shows in every round
+    return Timed(min(times[False]), min(times[True]), min(cpu[False]), min(cpu[True]), min(spent.values()), instance, runs)
 
 
 def _openlineage_logs(instance: dg.DagsterInstance, run_id: str) -> list[tuple[str, str]]:
@@ -373,7 +376,8 @@ def test_a_closed_port_costs_a_run_milliseconds(chain: Path, tmp_path: Path, mon
 
 def test_a_silent_endpoint_costs_a_run_the_budget_once(chain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An endpoint that accepts and never answers: the first step waits the budget and gives the endpoint up; the
-    two later steps do not wait. Bounds: the steps spend less than the budget + 0.3 s in OpenLineage's code per run,
+    two later steps do not wait. Bounds: the steps spend less than the budget + 0.3 s in OpenLineage's code (fastest run;
+    each run's own wait is read from its warning),
     and the run, fastest against the same run without OpenLineage (interleaved), is slower by less than the
     budget + 0.3 s + 25 % of that run's time (the margin for load, as above); waiting per step would cost three
     budgets (2.4 s)."""
