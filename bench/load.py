@@ -8,7 +8,9 @@ each reading 1–3 earlier scripts' tables. Measures, each in a fresh process
 after `import dagster` (paid by both sides):
 - cold: no parse cache (every file parsed and analysed with sqlglot);
 - warm: the parse cache in the state dir is filled (what every run process pays);
-- plain: Dagster building N `@asset`s with the same keys, deps and partitions.
+- plain: Dagster building N `@asset`s with the same keys, deps and partitions;
+- plain with checks: the same `@asset`s, each with the same asset checks as the
+  script's data tests (the second peer: Dagster's own cost of the checks).
 Both sides end with `Definitions(...).get_repository_def()` (asset graph built).
 """
 
@@ -50,6 +52,7 @@ def script(i: int, rng: random.Random, pipelines: int) -> tuple[str, str, list[i
     ]
     if i % 4 == 1:
         lines.append("-- data_test unique customer_id")
+    checks = ["not_null_customer_id", "accepted_values_status"] + (["unique_customer_id"] if i % 4 == 1 else [])
     src = [f"lake.t{u}" for u in ups] or ["lake.raw_orders"]
     body = f"""
         WITH base AS (
@@ -73,17 +76,17 @@ def script(i: int, rng: random.Random, pipelines: int) -> tuple[str, str, list[i
         GROUP BY customer_id, status
     """
     text = "\n".join(lines) + "\n" + textwrap.dedent(body).strip() + "\n"
-    return f"p{i % pipelines}/{name}.sql", text, ups, partitioned
+    return f"p{i % pipelines}/{name}.sql", text, ups, partitioned, checks
 
 
 def generate(root: Path, n: int) -> list[dict]:
     rng = random.Random(n)
     meta = []
     for i in range(n):
-        rel, text, ups, part = script(i, rng, pipelines=max(1, n // 100))
+        rel, text, ups, part, checks = script(i, rng, pipelines=max(1, n // 100))
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-        meta.append({"name": f"t{i}", "ups": ups, "partitioned": part, "group": rel.split("/")[0]})
+        meta.append({"name": f"t{i}", "ups": ups, "partitioned": part, "group": rel.split("/")[0], "checks": checks})
     return meta
 
 
@@ -106,7 +109,9 @@ daily = dg.DailyPartitionsDefinition(start_date="2025-01-01")
 assets = [dg.AssetSpec(["ducklake", "main", "raw_orders"])]
 for m in meta:
     deps = [dg.AssetKey(["ducklake", "main", f"t{u}"]) for u in m["ups"]] or [dg.AssetKey(["ducklake", "main", "raw_orders"])]
-    @dg.asset(key=["ducklake", "main", m["name"]], deps=deps, group_name=m["group"],
+    key = dg.AssetKey(["ducklake", "main", m["name"]])
+    checks = [dg.AssetCheckSpec(c, asset=key) for c in m["checks"]] if sys.argv[2:] == ["checks"] else None
+    @dg.asset(key=key, deps=deps, group_name=m["group"], check_specs=checks,
               partitions_def=daily if m["partitioned"] else None)
     def _a():
         return None
@@ -135,21 +140,27 @@ def main() -> None:
             root, state = Path(tmp) / "pipelines", Path(tmp) / "state"
             meta = generate(root, n)
             (Path(tmp) / "meta.json").write_text(json.dumps(meta))
-            cold, warm, plain = [], [], []
+            cold, warm, plain, checked = [], [], [], []
             for _ in range(args.repeat):
                 shutil.rmtree(state, ignore_errors=True)
                 cold.append(run(OURS, str(root), str(state)))
                 warm.append(run(OURS, str(root), str(state)))
                 plain.append(run(PLAIN, str(Path(tmp) / "meta.json")))
-            c, w, p = statistics.median(cold), statistics.median(warm), statistics.median(plain)
+                checked.append(run(PLAIN, str(Path(tmp) / "meta.json"), "checks"))
+            c, w, p, k = (statistics.median(x) for x in (cold, warm, plain, checked))
             results[n] = (c, w, p)
             print(f"N={n:5d}  cold {c:6.2f}s ({c / p:4.2f}x plain)  warm {w:6.2f}s ({w / p:4.2f}x plain)  plain dagster {p:6.2f}s"
                   f"  | per asset: cold {1000 * c / n:.2f} ms, warm {1000 * w / n:.2f} ms, plain {1000 * p / n:.2f} ms")
-            # each round's three loads run back to back: its own ratios do not move with the machine's speed between rounds
+            # each round's loads run back to back: its own ratios do not move with the machine's speed between rounds
             pc = [x / y for x, y in zip(cold, plain)]
             pw = [x / y for x, y in zip(warm, plain)]
             print(f"         per round: cold {statistics.median(pc):4.2f}x plain (rounds {', '.join(f'{r:.2f}' for r in pc)}),"
                   f" warm {statistics.median(pw):4.2f}x plain (rounds {', '.join(f'{r:.2f}' for r in pw)})")
+            # the second peer: the same plain assets with the same asset checks (one per data test) —
+            # how much of warm is Dagster's own cost of the checks
+            kw = [x / y for x, y in zip(warm, checked)]
+            print(f"         plain dagster with the same {sum(len(m['checks']) for m in meta)} asset checks {k:6.2f}s ({k / p:4.2f}x plain);"
+                  f" warm {statistics.median(kw):4.2f}x it (rounds {', '.join(f'{r:.2f}' for r in kw)})")
     if len(results) >= 2:
         (n1, r1), (n2, r2) = sorted(results.items())[0], sorted(results.items())[-1]
         growth = [(b / a) / (n2 / n1) for a, b in zip(r1, r2)]
