@@ -278,3 +278,24 @@ def test_a_merged_asset_is_the_node_of_an_input_nobody_produces(pipelines: Path,
     assert merged.resources.keys() == {"lineage", RESOURCE_KEY, IO_MANAGER_KEY}
     # no spec of ours stands in for it: plain Definitions.merge gives the same graph
     assert dg.Definitions.merge(ours, dg.Definitions(assets=[events_arrow])).resolve_asset_graph().get(external).is_materializable
+
+
+def test_the_io_manager_imports_pandas_for_a_value_only(tmp_path: Path) -> None:
+    """Every run of a step with a table output initialises the I/O manager; our steps write their tables and report
+    no value, so a run that only does that must not pay for dagster-duckdb-pandas (pandas: ~0.3 s a process)."""
+    code = (
+        "import sys\n"
+        "import dagster as dg\n"
+        "from lineage_defs import LineageSettings\n"
+        "from lineage_defs.location import resources\n"
+        "with dg.build_resources(resources(LineageSettings(state_dir=sys.argv[1]))) as r:\n"
+        "    io = r.lineage_io_manager\n"
+        "    io.handle_output(None, None)  # what our steps report\n"
+        "    before = 'dagster_duckdb_pandas' in sys.modules\n"
+        "    names = [t.__name__ for h in io.handlers for t in h.supported_types]\n"
+        "    print(before, 'dagster_duckdb_pandas' in sys.modules, names, io.default_load_type.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "state")], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[:2] == ["False", "True"], out.stdout
+    assert "DataFrame" in out.stdout and "Table" in out.stdout, out.stdout
