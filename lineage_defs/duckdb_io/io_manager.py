@@ -60,7 +60,7 @@ class LineageDuckDBIOManager(DuckDBIOManager):
 
     # dagster-duckdb types its factory's result as its own DbIOManager; ours is an IOManager over the same handlers,
     # asked for on the first value it reads or writes: a step of ours writes its tables itself and reports no value,
-    # so its run never imports pandas (0.7 s of CPU in every run worker that initialised this resource)
+    # so its run does not import dagster-duckdb-pandas (~0.3 s of a one-step run's 3.6–4 s, measured interleaved)
     def create_io_manager(self, context: Any) -> LineageIOManager:  # type: ignore[override]
         return LineageIOManager(self.lineage.settings(), self.type_handlers, self.default_load_type)
 

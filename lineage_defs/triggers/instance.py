@@ -4,8 +4,8 @@ Dagster's ``context.instance`` opens a new ``DagsterInstance`` from the tick's
 instance reference on every tick and closes it at the tick's end. Opening one
 sets up its storages, and on SQLite (the embedded default) each storage checks
 its schema against Dagster's migrations by loading every migration script:
-profiled in a code server, that was most of the CPU the event sensors used,
-ticking every few seconds with nothing to do. A tick here asks
+profiled in a busy code server during the test suite, that was half of the
+samples in our sensors' ticks. A tick here asks
 ``tick_instance`` instead: the instance for that reference, opened once in the
 process and shared by its ticks (Dagster's webserver and daemon share one
 instance across their threads the same way).
