@@ -65,7 +65,7 @@ def step_schedules(step: ScriptStep, keys: Sequence[AssetKey], pdef: PartitionsD
 
         def run(context: Any, pdef: PartitionsDefinition | None = pdef, name: str = name, line: int = sched.at.line) -> Any:
             tick = context.scheduled_execution_time
-            if missing := missing_inputs(tick_instance(context), inputs):
+            if inputs and (missing := missing_inputs(tick_instance(context), inputs)):  # no instance for a step that reads none
                 names = ", ".join(k.to_user_string() for k in missing)
                 return SkipReason(f"{step.path}:{line}: not started, its input(s) {names} were never materialized — materialize them first; the next tick runs it")
             if pdef is None:
