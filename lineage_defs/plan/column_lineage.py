@@ -84,6 +84,13 @@ class _Memo:
         return value
 
 
+def _keep_output_names(selects: Iterable[exp.Select]) -> None:
+    """Record each projection's output name as written (``meta["lin_name"]``), before normalization lowercases it."""
+    for select in selects:
+        for proj in select.expressions:
+            proj.meta["lin_name"] = proj.output_name
+
+
 class QueryLineage(_Memo):
     """Output columns, per-column sources and scans of one query; everything resolves lazily.
 
@@ -95,16 +102,18 @@ class QueryLineage(_Memo):
         self.query, self.dialect, self.columns_of = query, dialect, columns_of
         self.problems: list[Problem] = []
         self.needs: set[str] = set()
-        if dialect == "duckdb":  # DuckDB returns output names as written; normalization lowercases them
-            for select in query.find_all(exp.Select):
-                for proj in select.expressions:
-                    proj.meta["lin_name"] = proj.output_name
+        names = dialect == "duckdb"  # DuckDB returns output names as written; normalization lowercases them
         if meta_comments:  # `/* sqlglot.meta case_sensitive */` exempts a subtree: sqlglot's own walk honours it
+            if names:
+                _keep_output_names(query.find_all(exp.Select))
             normalize_identifiers(query, dialect=dialect)
-        else:  # the same, identifier by identifier, without the per-node check
+        else:  # the same in one walk, identifier by identifier, without the per-node check
             normalize = Dialect.get_or_raise(dialect).normalize_identifier
-            for ident in query.find_all(exp.Identifier):
-                normalize(ident)
+            for node in query.walk():  # a parent before its children: a SELECT's names are read before they are normalized
+                if isinstance(node, exp.Identifier):
+                    normalize(node)
+                elif names and isinstance(node, exp.Select):
+                    _keep_output_names((node,))
         self.root = build_scope(query)
 
     def columns(self) -> Cols:
