@@ -8,6 +8,8 @@ folder beside it with a first step)::
     attributes:
       pipelines_dir: pipelines      # relative to this defs folder
       on_invalid: raise
+      library_dirs: [checks]        # optional: shared test-type folders, relative to this defs folder
+                                    # (default: LINEAGE_LIBRARY_DIRS)
 """
 
 from __future__ import annotations
@@ -59,12 +61,13 @@ class LineageDefsComponent(dg.Component, dg.Model, dg.Resolvable):
     pipelines_dir: str = "pipelines"
     state_dir: str = DEFAULT_STATE_DIR
     on_invalid: str = "raise"
+    library_dirs: list[str] | None = None  # shared test-type folders; None: LINEAGE_LIBRARY_DIRS
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        root = Path(self.pipelines_dir)
-        if not root.is_absolute():
-            root = context.path / root
+        root = context.path / self.pipelines_dir  # an absolute path stays itself
         state = Path(self.state_dir) if Path(self.state_dir).is_absolute() else context.project_root / self.state_dir
         # Connections from the environment (secrets as EnvVars), with this component's folders.
         settings = LineageSettings.from_env().replace(pipelines_dir=str(root), state_dir=str(state), on_invalid=OnInvalid(self.on_invalid))
+        if self.library_dirs is not None:
+            settings = settings.replace(library_dirs=tuple(str(context.path / d) for d in self.library_dirs))
         return build_definitions(settings=settings)

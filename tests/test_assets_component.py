@@ -75,3 +75,35 @@ def test_component_takes_connections_from_the_same_settings_path(tmp_path: Path,
             assert resource.postgres_dsn == "LINEAGE_PG_DSN"  # an EnvVar, resolved in the run process
             assert resource.s3_bucket == "my-bucket"
             assert resource.state_dir == str(tmp_path) and resource.pipelines_dir == str(EXAMPLE)
+
+
+def test_component_library_dirs_are_relative_to_the_defs_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LINEAGE_LIBRARY_DIRS", raising=False)
+    step = "-- pipeline\n-- materialize ducklake://main/t\n-- data_test no_label r1\nSELECT 1 AS id, 'ok' AS label\n"
+    test_type = "-- test_type no_label label\nSELECT * FROM this WHERE label = $label\n"
+    with warnings.catch_warnings(), create_defs_folder_sandbox() as sandbox:
+        warnings.simplefilter("ignore")
+        path = sandbox.scaffold_component(
+            LineageDefsComponent,
+            defs_path="lineage",
+            defs_yaml_contents={"type": TYPE, "attributes": {"pipelines_dir": "pipelines", "state_dir": str(tmp_path), "library_dirs": ["checks"]}},
+        )
+        shutil.rmtree(path / "pipelines")
+        (path / "pipelines" / "x").mkdir(parents=True)
+        (path / "pipelines" / "x" / "t.sql").write_text(step)
+        (path / "checks").mkdir()
+        (path / "checks" / "no_label.sql").write_text(test_type)
+        with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
+            assert component.library_dirs == ["checks"]
+            checks = {k.to_user_string() for k in defs.resolve_asset_graph().asset_check_keys}
+            assert checks == {"ducklake/main/t:no_label_r1"}
+        # without the attribute (and no LINEAGE_LIBRARY_DIRS) the type is unknown: the load fails, located
+        (path / "defs.yaml").write_text(f"type: {TYPE}\nattributes:\n  pipelines_dir: pipelines\n  state_dir: {tmp_path}\n")
+        with pytest.raises(Exception) as failed:
+            with sandbox.load_component_and_build_defs(defs_path=path):
+                pass
+        chain, exc = [], failed.value  # Dagster wraps the component's own error
+        while exc is not None:
+            chain.append(str(exc))
+            exc = exc.__cause__ or exc.__context__
+        assert any("x/t.sql:3:14: unknown data_test 'no_label'" in m for m in chain), chain
