@@ -246,8 +246,7 @@ def test_retry_annotation_retries(tmp_path: Path, instance: Any) -> None:
     marker = tmp_path / "attempts"
     write(root, "x/flaky.py", flaky_step(marker, "ducklake://main/flaky", retries=2))
     defs = defs_for(root, state)
-    job = defs.resolve_implicit_global_asset_job_def()
-    r = job.execute_in_process(instance=instance, resources=None, raise_on_error=False) if False else dg.materialize(defs.assets, instance=instance, resources=defs.resources, raise_on_error=False)
+    r = dg.materialize(defs.assets, instance=instance, resources=defs.resources, raise_on_error=False)
     assert marker.read_text() == "2"
     assert r.success
     assert query(state, "SELECT attempt FROM lake.main.flaky") == [(2,)]
