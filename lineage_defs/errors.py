@@ -108,3 +108,21 @@ class ProjectErrors(LineageDefsError):
 
     def render(self) -> str:  # the message is already the full list
         return self.message
+
+
+def interruption(e: BaseException) -> BaseException | None:
+    """The interruption behind ``e``, or None: a cancellation's ``KeyboardInterrupt`` (or Dagster's own
+    interrupt), ``SystemExit``… — anything not an ``Exception`` — raised itself, or the cause of an error.
+
+    DuckDB answers a signal that arrives during a query with ``RuntimeError('Query interrupted')``, the
+    signal handler's exception as its cause: that run was cancelled, it did not fail.
+    """
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        if not isinstance(cur, Exception):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return None
+

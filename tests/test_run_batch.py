@@ -123,6 +123,51 @@ def test_a_failing_batch_rolls_back_whole_and_the_others_commit(tmp_path: Path) 
 
 
 # -- the run layer -------------------------------------------------------------------------------
+def test_a_cancelled_range_run_stops_in_the_partition_it_was_running(tmp_path: Path) -> None:
+    """A cancellation's SIGINT during a partition's query ends a range run there (DuckDB reports it as
+    `RuntimeError('Query interrupted')`, the interrupt as its cause): the later partitions do not run,
+    and the ones committed before are reported materialized."""
+    import os
+    import signal
+    import threading
+    import time
+
+    root, state = tmp_path / "p", tmp_path / "s"
+    write(root, "x/slow.sql", """
+        -- pipeline
+        -- partitioned daily start=2025-01-01
+        -- materialize ducklake://main/slow
+        SELECT count(*) AS n FROM range(40000000000) t(i)
+        WHERE $partition_start::DATE <> DATE '2025-01-01' AND i % 7 = 3
+    """)  # the first day's filter is false (no scan at all); the second day counts for minutes
+    defs = build_definitions(root, settings=LineageSettings(state_dir=str(state)))
+    key = dg.AssetKey(["ducklake", "main", "slow"])
+
+    class Stray(BaseException):
+        """A SIGINT outside Dagster's own handler (which turns it into its interrupt) must not stop pytest."""
+
+    def stray(*_: Any) -> None:
+        raise Stray()
+
+    previous = signal.signal(signal.SIGINT, stray)
+    timer = threading.Timer(4, os.kill, (os.getpid(), signal.SIGINT))  # as Dagster's termination thread does
+    try:
+        with dg.instance_for_test() as instance:
+            t0 = time.monotonic()
+            timer.start()
+            tags = {ASSET_PARTITION_RANGE_START_TAG: "2025-01-01", ASSET_PARTITION_RANGE_END_TAG: "2025-01-03"}
+            r = dg.materialize(defs.assets, instance=instance, resources=defs.resources, tags=tags, raise_on_error=False)
+            took = time.monotonic() - t0
+            assert not r.success
+            assert took < 60  # stopped in the second day's query, not after it
+            assert [m.partition for m in materializations(r)] == ["2025-01-01"]
+            assert instance.get_materialized_partitions(key) == {"2025-01-01"}
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert query(LineageSettings(state_dir=str(state)), "SELECT n FROM lake.main.slow") == [(0,)]  # the first day only
+
+
 def test_rows_outside_the_batch_window_are_refused(tmp_path: Path) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
     settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))

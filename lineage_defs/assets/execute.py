@@ -194,22 +194,30 @@ class StepRun:
         failed: list[tuple[str | None, BaseException]] = []
         cache = _MetadataCache()
         committed: list[tuple[str | None, dict[str, Any]]] = []
-        for r in run_windows(self.settings, step, self.wins, self.batch):
-            report = r.report(self.batch.id if self.batch else None)
-            done.append(report)
-            if r.error is not None:
-                if not failed or failed[-1][1] is not r.error:  # a set-based batch fails its partitions with one error: log it once
-                    context.log.error(f"{step.path}{' partition ' + r.partition if r.partition else ''} failed: {r.error}")
-                failed.append((r.partition, r.error))
-                continue
-            for w in report.warnings:
-                context.log.warning(f"{step.path}: {w}")
-            meta = materialization_metadata(step, self.translator, report, self.trigger, cache)
-            if len(self.wins) == 1:
-                yield MaterializeResult(asset_key=key, metadata=meta)
-                yield from self._extra_outputs()
-            else:
-                committed.append((r.partition, meta))
+        try:
+            for r in run_windows(self.settings, step, self.wins, self.batch):
+                report = r.report(self.batch.id if self.batch else None)
+                done.append(report)
+                if r.error is not None:
+                    if not failed or failed[-1][1] is not r.error:  # a set-based batch fails its partitions with one error: log it once
+                        context.log.error(f"{step.path}{' partition ' + r.partition if r.partition else ''} failed: {r.error}")
+                    failed.append((r.partition, r.error))
+                    continue
+                for w in report.warnings:
+                    context.log.warning(f"{step.path}: {w}")
+                meta = materialization_metadata(step, self.translator, report, self.trigger, cache)
+                if len(self.wins) == 1:
+                    yield MaterializeResult(asset_key=key, metadata=meta)
+                    yield from self._extra_outputs()
+                else:
+                    committed.append((r.partition, meta))
+        except BaseException as e:
+            if isinstance(e, Exception):
+                raise
+            # cancelled in the middle of a range: the partitions committed before are in, and say so
+            for partition, meta in committed:
+                yield AssetMaterialization(asset_key=key, partition=partition, metadata=meta)
+            raise
         if committed and not failed:
             # The whole range is in: report it as the asset's output (downstream steps
             # of the same run need it), each partition with its own metadata.

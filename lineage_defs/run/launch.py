@@ -8,17 +8,27 @@ connection, so the step's log lines arrive in Dagster as log events (not only
 as raw compute logs), an exception in a Python step reaches the run with its
 traceback, and the session is closed cleanly. Imports ``dagster_pipes`` only —
 never Dagster itself.
+
+A cancelled run reaches this process as SIGINT (Dagster's Pipes client forwards
+the termination): a Python step gets it as ``KeyboardInterrupt``; a Bash step's
+script and every process it started get SIGINT too, as Ctrl-C stops a
+terminal's foreground job, and SIGKILL ``GRACE`` seconds later if they still
+run — a cancelled step must not go on writing after its run says CANCELED.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import runpy
+import signal
 import subprocess
 import sys
 import threading
+import time
 import traceback
+from pathlib import Path
 from typing import IO, Any
 
 from lineage_defs.parse.model import Language
@@ -44,10 +54,83 @@ def run_bash(script: str, pipes: Any) -> int:
     ]
     for t in threads:
         t.start()
-    code = proc.wait()
-    for t in threads:
-        t.join()
+    try:
+        code = proc.wait()
+    except BaseException:  # the run was cancelled (SIGINT): the script and what it started stop too
+        stop_tree(proc)
+        raise
+    finally:
+        for t in threads:
+            t.join()
     return code
+
+
+GRACE = 5.0  # seconds a cancelled Bash step's processes have to exit on SIGINT
+
+
+def stop_tree(proc: subprocess.Popen[str], grace: float = GRACE) -> None:
+    """SIGINT to ``proc`` and each process under it; SIGKILL to those still running ``grace`` seconds later.
+
+    The processes are the ones under ``proc`` when it is called (a process orphaned by its parent's
+    exit is no longer under it), each known by its start time, so a reused pid is never signalled.
+    Where there is no ``/proc``, ``proc`` alone."""
+    tree = _descendants(proc.pid)
+
+    def running(pid: int, start: str) -> bool:
+        return proc.poll() is None if pid == proc.pid else _stat(pid) == start
+
+    for pid in [proc.pid, *tree]:
+        _signal(pid, signal.SIGINT)
+    deadline = time.monotonic() + grace
+    while any(running(pid, start) for pid, start in [(proc.pid, ""), *tree.items()]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid, start in [(proc.pid, ""), *tree.items()]:
+        if running(pid, start):
+            _signal(pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _fields(pid: int) -> list[str] | None:
+    """A process' /proc stat fields from its state on (None when it is gone, or there is no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()  # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+
+
+def _stat(pid: int) -> str | None:
+    """The start time (clock ticks since boot) of a running process; None when it is gone or a zombie."""
+    fields = _fields(pid)
+    return None if fields is None or fields[0] in ("Z", "X") else fields[19]
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """Every running process under ``root`` (children, their children…): pid → start time. Empty without /proc."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    try:
+        entries = [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return {}
+    for pid in entries:
+        fields = _fields(pid)
+        if fields is not None and fields[0] not in ("Z", "X"):
+            children.setdefault(int(fields[1]), []).append((pid, fields[19]))
+    out: dict[int, str] = {}
+    todo = [root]
+    while todo:
+        for pid, start in children.get(todo.pop(), ()):
+            if pid not in out:
+                out[pid] = start
+                todo.append(pid)
+    return out
 
 
 def main(argv: list[str]) -> int:

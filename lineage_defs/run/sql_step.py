@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lineage_defs import uris
-from lineage_defs.errors import Location, RunError
+from lineage_defs.errors import Location, RunError, interruption
 from lineage_defs.parse.model import Language, Severity
 from lineage_defs.plan.schemas import record_schema
 from lineage_defs.plan.spec import ScriptStep, Strategy
@@ -143,6 +143,7 @@ class StepRunner:
         self.batch = batch  # a triggered run's events: `_events`, and the id the write records
         engine = ENGINES.get(step.language, DuckDBEngine)
         own = uses_substrates([s for s, _, _ in _statements(step)], engine.language)
+        _preload_pandas()
         self.owns_session = session is None
         self.session = session or Session(settings, skip=frozenset(own) | unused_defaults(step))
         self.engine: SqlEngine = engine(settings, step, self.session)
@@ -211,8 +212,9 @@ class StepRunner:
                 err.__cause__ = e
             result.error = self._explain(err, window)
             self.engine.rollback()
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
+            stop = interruption(e)
+            if stop is not None:  # a cancelled run stops here, not at the next partition
+                raise stop
         result.seconds = time.perf_counter() - t0
         return result
 
@@ -382,3 +384,13 @@ class StepRunner:
         except CheckFailed as e:
             result.checks = e.outcomes
             raise
+
+
+def _preload_pandas() -> None:
+    """Import pandas before the step's first query: DuckDB imports it on the first query with bound
+    parameters, inside the query, and a cancellation's SIGINT arriving during that import is lost
+    there (the query then runs to its end). A run's step pays this import either way."""
+    try:
+        import pandas  # noqa: F401
+    except ImportError:  # DuckDB then imports nothing either
+        pass

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lineage_defs import uris
-from lineage_defs.errors import Location, RunError
+from lineage_defs.errors import Location, RunError, interruption
 from lineage_defs.run.quoting import ident, literal
 from lineage_defs.settings import SECRET_FIELDS, LineageSettings
 
@@ -149,6 +149,9 @@ class Session:
                 failure = None
                 break
             except Exception as e:
+                stop = interruption(e)
+                if stop is not None:  # a cancelled run: not a connection problem
+                    raise stop from None
                 failure = self.redact(str(e))
                 # Two processes attaching a new shared lake race to create its catalog
                 # tables; the loser finds them created on the next try.

@@ -260,6 +260,9 @@ def rollback(ctx: WriteContext) -> None:
     import duckdb
 
     conn = ctx.session.conn
+    # A query interrupted by a cancellation can leave DuckLake's transaction busy, and ROLLBACK then
+    # waits for it (DuckDB 1.4.4); interrupting the connection first ends that (a no-op otherwise).
+    conn.interrupt()
     try:
         conn.execute("ROLLBACK")
     except duckdb.Error:
