@@ -125,4 +125,3 @@ def interruption(e: BaseException) -> BaseException | None:
         seen.add(id(cur))
         cur = cur.__cause__ or cur.__context__
     return None
-

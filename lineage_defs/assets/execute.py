@@ -212,7 +212,7 @@ class StepRun:
                 else:
                     committed.append((r.partition, meta))
         except BaseException as e:
-            if isinstance(e, Exception):
+            if isinstance(e, (Exception, GeneratorExit)):
                 raise
             # cancelled in the middle of a range: the partitions committed before are in, and say so
             for partition, meta in committed:
