@@ -137,6 +137,7 @@ def test_a_cancelled_range_run_stops_in_the_partition_it_was_running(tmp_path: P
         -- pipeline
         -- partitioned daily start=2025-01-01
         -- materialize ducklake://main/slow
+        -- data_test not_null n
         SELECT count(*) AS n FROM range(40000000000) t(i)
         WHERE $partition_start::DATE <> DATE '2025-01-01' AND i % 7 = 3
     """)  # the first day's filter is false (no scan at all); the second day counts for minutes
@@ -162,6 +163,8 @@ def test_a_cancelled_range_run_stops_in_the_partition_it_was_running(tmp_path: P
             assert took < 60  # stopped in the second day's query, not after it
             assert [m.partition for m in materializations(r)] == ["2025-01-01"]
             assert instance.get_materialized_partitions(key) == {"2025-01-01"}
+            checks = [e.event_specific_data for e in r.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+            assert [(c.check_name, c.passed) for c in checks] == [("not_null_n", True)]  # the first day's, judged before the cancel
     finally:
         timer.cancel()
         signal.signal(signal.SIGINT, previous)

@@ -217,6 +217,7 @@ class StepRun:
             # cancelled in the middle of a range: the partitions committed before are in, and say so
             for partition, meta in committed:
                 yield AssetMaterialization(asset_key=key, partition=partition, metadata=meta)
+            yield from _check_results(step, key, done)  # their data tests (the interrupted partition has none)
             raise
         if committed and not failed:
             # The whole range is in: report it as the asset's output (downstream steps

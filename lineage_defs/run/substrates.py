@@ -85,6 +85,14 @@ class Session:
     def close(self) -> None:
         try:
             if self.conn is not None:
+                # After an interrupted query (a cancelled run) DuckDB 1.4.4 keeps the connection's
+                # pending state until its next statement, and close() alone then leaves the attached
+                # files held: no later session of this process could attach them. One statement clears it.
+                try:
+                    self.conn.interrupt()  # (a query still busy stops)
+                    self.conn.execute("SELECT 1")
+                except Exception:
+                    pass  # a broken connection is closed all the same
                 self.conn.close()
         finally:
             self.lock.__exit__()
