@@ -171,6 +171,107 @@ def test_a_cancelled_range_run_stops_in_the_partition_it_was_running(tmp_path: P
     assert query(LineageSettings(state_dir=str(state)), "SELECT n FROM lake.main.slow") == [(0,)]  # the first day only
 
 
+def _losing_handler(got: list[int]) -> Any:
+    """Stands for Dagster's handler when its interrupt is lost: raised in a garbage-collection callback
+    (Python prints "Exception ignored in …" and goes on), so it never reaches the step."""
+    import signal
+
+    def lose(signo: int, _frame: Any) -> None:
+        got.append(signo)
+
+    return signal.signal(signal.SIGINT, lose)
+
+
+def test_a_cancel_whose_interrupt_is_lost_still_stops_the_query(tmp_path: Path) -> None:
+    """The SIGINT of a cancel arrives during the step's query, and the interrupt it raises is lost: the
+    step's own handler (run.cancel) interrupts the query, the step stops as cancelled, nothing is written."""
+    import os
+    import signal
+    import threading
+    import time
+
+    root, state = tmp_path / "p", tmp_path / "s"
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
+    write(root, "x/slow.sql", """
+        -- pipeline
+        -- materialize ducklake://main/slow
+        SELECT count(*) AS n FROM range(3000000000) t(i) WHERE i % 7 = 3
+    """)  # about 15 s of counting here, unless it is interrupted
+    got: list[int] = []
+    previous = _losing_handler(got)
+    timer = threading.Timer(2, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        t0 = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            list(run_windows(settings, step_of(root, "x/slow.sql"), [None]))
+        took = time.monotonic() - t0
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert got == [signal.SIGINT]  # the handler in place still got the signal
+    assert took < 8, took  # stopped in the query, not after it
+    assert query(settings, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'slow'") == [(0,)]
+
+
+def test_a_cancel_lost_before_the_first_statement_stops_the_step(tmp_path: Path) -> None:
+    """A SIGINT whose interrupt was lost while the step was starting (no query running to interrupt):
+    the step's first statement does not start, and nothing is written."""
+    import os
+    import signal
+
+    from lineage_defs.run import cancel
+
+    root, state = tmp_path / "p", tmp_path / "s"
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
+    write(root, "x/quick.sql", "-- pipeline\n-- materialize ducklake://main/quick\nSELECT 1 AS n\n")
+    got: list[int] = []
+    previous = _losing_handler(got)
+    try:
+        with cancel.watching():  # the step's watch (assets.execute), entered when the step started
+            os.kill(os.getpid(), signal.SIGINT)
+            with pytest.raises(KeyboardInterrupt):
+                list(run_windows(settings, step_of(root, "x/quick.sql"), [None]))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert got == [signal.SIGINT]
+    assert query(settings, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'quick'") == [(0,)]
+    assert list(run_windows(settings, step_of(root, "x/quick.sql"), [None]))[0].error is None  # a later step runs as usual
+    assert query(settings, "SELECT n FROM lake.main.quick") == [(1,)]
+
+
+def test_a_cancel_whose_interrupt_is_lost_still_reaches_the_step_process() -> None:
+    """A Python or Bash step's process gets the cancel's SIGINT from the step's own handler when the run
+    worker's interrupt is lost (Dagster's Pipes client would have forwarded it); other children do not."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from lineage_defs.run import cancel
+    from lineage_defs.run.launch import interrupt_steps
+
+    sleep = "import time; time.sleep(30)"
+    # (a step process is `python -m lineage_defs.run.launch`: this one only looks like one)
+    step = subprocess.Popen([sys.executable, "-c", sleep, "-m", "lineage_defs.run.launch"], stderr=subprocess.DEVNULL)
+    other = subprocess.Popen([sys.executable, "-c", sleep])
+    got: list[int] = []
+    previous = _losing_handler(got)
+    try:
+        time.sleep(0.5)  # both are running Python
+        with cancel.watching(), cancel.on_cancel(interrupt_steps):
+            os.kill(os.getpid(), signal.SIGINT)
+            assert step.wait(timeout=10) != 0  # stopped by KeyboardInterrupt
+        assert other.poll() is None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        for p in (step, other):
+            p.kill()
+            p.wait()
+    assert got == [signal.SIGINT]
+
+
 def test_rows_outside_the_batch_window_are_refused(tmp_path: Path) -> None:
     root, state = tmp_path / "p", tmp_path / "s"
     settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))

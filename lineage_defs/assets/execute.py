@@ -35,9 +35,11 @@ from lineage_defs.errors import Location, RunError
 from lineage_defs.events.store import BATCH_TAG
 from lineage_defs.parse.model import Severity
 from lineage_defs.plan.spec import ScriptStep
+from lineage_defs.run import cancel
 from lineage_defs.run.context import PartitionWindow, resolve_token
 from lineage_defs.run.contract import SliceReport, StepContext, script_env
 from lineage_defs.run.events import RunBatch, load_batch, write_events_file
+from lineage_defs.run.launch import interrupt_steps
 from lineage_defs.run.inputs import Missing, build_first, missing_after_process, not_there_yet
 from lineage_defs.run.declared import check_written, checks_declared
 from lineage_defs.run.observe import observe
@@ -164,11 +166,12 @@ def _check_results(step: ScriptStep, key: Any, reports: list[SliceReport]) -> It
 
 def execute(context: Any, step: ScriptStep, translator: LineageTranslator) -> Iterator[Any]:
     settings: LineageSettings = context.resources.lineage.settings()
-    run = StepRun(context, step, translator, settings)
-    if step.language.is_sql:
-        yield from run.sql()
-    else:
-        yield from run.pipes()
+    with cancel.watching():  # a cancel stops the step even when Python loses Dagster's interrupt
+        run = StepRun(context, step, translator, settings)
+        if step.language.is_sql:
+            yield from run.sql()
+        else:
+            yield from run.pipes()
 
 
 class StepRun:
@@ -284,12 +287,16 @@ class StepRun:
             env = {**settings.to_env(), **script_env(step_context, context_file, sys.executable), "PYTHONUNBUFFERED": "1"}
             command = [sys.executable, "-m", "lineage_defs.run.launch"]
             try:
-                with warnings.catch_warnings():
+                cancel.raise_if_cancelled()
+                with warnings.catch_warnings(), cancel.on_cancel(interrupt_steps):
                     # Dagster's own PipesMessageHandler reads this preview property of every
                     # reader, ours included, on every run: nothing a user can act on.
                     warnings.filterwarnings("ignore", message=r".*PipesMessageReader\.expected_writer_count", category=PreviewWarning)
                     invocation = PipesSubprocessClient(cwd=str(script.parent)).run(command=command, context=context, env=env)
             except Exception as e:
+                stop = cancel.interruption_of(e)
+                if stop is not None:  # the process stopped on the cancel's SIGINT (our handler sent it)
+                    raise stop from e
                 # a blocking data test rolled the write back: still report the checks
                 if result_file.exists():
                     yield from _check_results(step, self.key, [SliceReport.from_json(result_file.read_text())])

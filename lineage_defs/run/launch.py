@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lineage_defs.parse.model import Language
+from lineage_defs.run import cancel
 from lineage_defs.run.contract import CONTEXT_ENV, StepContext, current, use_pipes
 
 
@@ -112,6 +113,20 @@ def _stat(pid: int) -> str | None:
     return None if fields is None or fields[0] in ("Z", "X") else fields[19]
 
 
+def interrupt_steps() -> None:
+    """SIGINT to each step process (``-m lineage_defs.run.launch``) this process started, as Dagster's
+    Pipes client sends on a cancel — for when the run worker's own interrupt was lost (``run.cancel``).
+    A step process passes on only the first SIGINT it gets."""
+    for pid, start in _descendants(os.getpid()).items():
+        fields = _fields(pid)
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if fields is not None and int(fields[1]) == os.getpid() and b"lineage_defs.run.launch" in cmd and _stat(pid) == start:
+            _signal(pid, signal.SIGINT)
+
+
 def _descendants(root: int) -> dict[int, str]:
     """Every running process under ``root`` (children, their children…): pid → start time. Empty without /proc."""
     children: dict[int, list[tuple[int, str]]] = {}
@@ -141,7 +156,7 @@ def main(argv: list[str]) -> int:
     script = ctx.script
     from dagster_pipes import open_dagster_pipes
 
-    with open_dagster_pipes() as pipes:
+    with open_dagster_pipes() as pipes, cancel.watching(chain_repeats=False):
         use_pipes(pipes)  # runtime.log reads it (run.contract: the run layer never imports runtime)
         try:
             if ctx.step.language == Language.BASH:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from lineage_defs import uris
-from lineage_defs.errors import Location, RunError, interruption
+from lineage_defs.errors import Location, RunError
+from lineage_defs.run import cancel
 from lineage_defs.parse.model import Language, Severity
 from lineage_defs.plan.schemas import record_schema
 from lineage_defs.plan.spec import ScriptStep, Strategy
@@ -201,8 +202,9 @@ class StepRunner:
         target = resolve_token(self.step.uri, window)
         result = SliceResult(window.key if window else None, target)
         try:
-            self._reset()
-            self._run_statements(window, result)
+            with cancel.watching():  # (within a Dagster step, the step's own watch: assets.execute)
+                self._reset()
+                self._run_statements(window, result)
         except BaseException as e:  # reported per partition; the caller decides whether to go on
             err: BaseException = e
             if isinstance(e, RunError) and e.location is None and self.step.statements:
@@ -212,7 +214,7 @@ class StepRunner:
                 err.__cause__ = e
             result.error = self._explain(err, window)
             self.engine.rollback()
-            stop = interruption(e)
+            stop = cancel.interruption_of(e)
             if stop is not None:  # a cancelled run stops here, not at the next partition
                 raise stop
         result.seconds = time.perf_counter() - t0

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from lineage_defs import uris
-from lineage_defs.errors import Location, RunError, interruption
+from lineage_defs.errors import Location, RunError
+from lineage_defs.run import cancel
 from lineage_defs.run.quoting import ident, literal
 from lineage_defs.settings import SECRET_FIELDS, LineageSettings
 
@@ -70,6 +71,7 @@ class Session:
         self.conn: Any = None
         try:
             self.conn = duckdb.connect(config={"extension_directory": extension_directory(), "autoinstall_known_extensions": False, "autoload_known_extensions": True})
+            cancel.track(self.conn)  # a cancelled run interrupts its query (run.cancel)
             self.aliases: dict[str, str] = {}
             self._s3_ready = False
             if attach_defaults:
@@ -78,6 +80,7 @@ class Session:
                         self.attach(substrate, alias)
         except BaseException:
             if self.conn is not None:
+                cancel.untrack(self.conn)
                 self.conn.close()  # a half-built session must not keep the connection (or the files) open
             self.lock.__exit__()
             raise
@@ -93,6 +96,7 @@ class Session:
                     self.conn.execute("SELECT 1")
                 except Exception:
                     pass  # a broken connection is closed all the same
+                cancel.untrack(self.conn)
                 self.conn.close()
         finally:
             self.lock.__exit__()
@@ -157,7 +161,7 @@ class Session:
                 failure = None
                 break
             except Exception as e:
-                stop = interruption(e)
+                stop = cancel.interruption_of(e)
                 if stop is not None:  # a cancelled run: not a connection problem
                     raise stop from None
                 failure = self.redact(str(e))
@@ -264,6 +268,7 @@ class Session:
         return int(row[0]) if row and row[0] is not None else None
 
     def execute(self, sql: str, params: dict[str, Any] | None = None, where: Location | None = None) -> Any:
+        cancel.raise_if_cancelled()
         try:
             return self.conn.execute(sql, params or None)
         except Exception as e:  # duckdb.Error has many subclasses; keep the message and say where

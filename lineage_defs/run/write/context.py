@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lineage_defs.errors import RunError, did_you_mean
+from lineage_defs.run import cancel
 from lineage_defs.run.quoting import ident
 from lineage_defs.run.write.base import PARTITION_COLUMN, SchemaChange, WriteRequest, WriteResult
 
@@ -88,6 +89,7 @@ class WriteContext:
         """Execute and log one statement (``shown`` if given); engine errors become a RunError naming it."""
         import duckdb
 
+        cancel.raise_if_cancelled()  # nothing more is written once the run was cancelled
         self.sql.append(shown or sql)
         unstaged = self.req.slice_params is not None and self.slice in sql
         if unstaged:
