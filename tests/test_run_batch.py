@@ -171,24 +171,36 @@ def test_a_cancelled_range_run_stops_in_the_partition_it_was_running(tmp_path: P
     assert query(LineageSettings(state_dir=str(state)), "SELECT n FROM lake.main.slow") == [(0,)]  # the first day only
 
 
-def _losing_handler(got: list[int]) -> Any:
+def _losing_handler(got: list[int]) -> tuple[Any, Any]:
     """Stands for Dagster's handler when its interrupt is lost: raised in a garbage-collection callback
-    (Python prints "Exception ignored in …" and goes on), so it never reaches the step."""
+    (Python prints "Exception ignored in …" and goes on), so it never reaches the step. Like Dagster's,
+    it answers SIGTERM too. Returns the handlers it replaced."""
     import signal
 
-    def lose(signo: int, _frame: Any) -> None:
-        got.append(signo)
+    def lose(signum: int, _frame: Any) -> None:
+        got.append(signum)
 
-    return signal.signal(signal.SIGINT, lose)
+    return signal.signal(signal.SIGINT, lose), signal.signal(signal.SIGTERM, lose)
 
 
-def test_a_cancel_whose_interrupt_is_lost_still_stops_the_query(tmp_path: Path) -> None:
-    """The SIGINT of a cancel arrives during the step's query, and the interrupt it raises is lost: the
-    step's own handler (run.cancel) interrupts the query, the step stops as cancelled, nothing is written."""
+def _restore(previous: tuple[Any, Any]) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, previous[0])
+    signal.signal(signal.SIGTERM, previous[1])
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_cancel_whose_interrupt_is_lost_still_stops_the_query(tmp_path: Path, signame: str) -> None:
+    """The signal of a cancel (SIGINT; SIGTERM from Kubernetes or Celery) arrives during the step's query,
+    and the interrupt it raises is lost: the step's own handler (run.cancel) interrupts the query, the
+    step stops as cancelled, nothing is written."""
     import os
     import signal
     import threading
     import time
+
+    signum = getattr(signal, signame)
 
     root, state = tmp_path / "p", tmp_path / "s"
     settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
@@ -199,7 +211,7 @@ def test_a_cancel_whose_interrupt_is_lost_still_stops_the_query(tmp_path: Path) 
     """)  # about 15 s of counting here, unless it is interrupted
     got: list[int] = []
     previous = _losing_handler(got)
-    timer = threading.Timer(2, os.kill, (os.getpid(), signal.SIGINT))
+    timer = threading.Timer(2, os.kill, (os.getpid(), signum))
     try:
         t0 = time.monotonic()
         timer.start()
@@ -208,8 +220,8 @@ def test_a_cancel_whose_interrupt_is_lost_still_stops_the_query(tmp_path: Path) 
         took = time.monotonic() - t0
     finally:
         timer.cancel()
-        signal.signal(signal.SIGINT, previous)
-    assert got == [signal.SIGINT]  # the handler in place still got the signal
+        _restore(previous)
+    assert got == [signum]  # the handler in place still got the signal
     assert took < 8, took  # stopped in the query, not after it
     assert query(settings, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'slow'") == [(0,)]
 
@@ -233,7 +245,7 @@ def test_a_cancel_lost_before_the_first_statement_stops_the_step(tmp_path: Path)
             with pytest.raises(KeyboardInterrupt):
                 list(run_windows(settings, step_of(root, "x/quick.sql"), [None]))
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _restore(previous)
     assert got == [signal.SIGINT]
     assert query(settings, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'quick'") == [(0,)]
     assert list(run_windows(settings, step_of(root, "x/quick.sql"), [None]))[0].error is None  # a later step runs as usual
@@ -265,7 +277,7 @@ def test_a_cancel_whose_interrupt_is_lost_still_reaches_the_step_process() -> No
             assert step.wait(timeout=10) != 0  # stopped by KeyboardInterrupt
         assert other.poll() is None
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _restore(previous)
         for p in (step, other):
             p.kill()
             p.wait()

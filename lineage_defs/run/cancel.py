@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -25,7 +26,7 @@ from typing import Any
 from lineage_defs.errors import interruption
 
 _state: dict[str, Any] = {"cancelled": False, "depth": 0}
-_sessions: set[Any] = set()  # DuckDB connections of open sessions
+_sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # DuckDB connections of open sessions (a session never closed is not kept alive)
 _callbacks: list[Callable[[], None]] = []
 
 
@@ -76,16 +77,21 @@ def watching(chain_repeats: bool = True) -> Iterator[None]:
     ``chain_repeats=False``: a repeated SIGINT is remembered but not passed on — a step's own process
     (``run.launch``) gets one from the run worker's handler and one from Dagster's Pipes client.
     """
-    if _state["depth"] or threading.current_thread() is not threading.main_thread():
-        _state["depth"] += 1  # (off the main thread no handler can be installed: Python runs them there)
+    if threading.current_thread() is not threading.main_thread():
+        yield  # no handler can be installed off the main thread (Python runs them there)
+        return
+    if _state["depth"]:
+        _state["depth"] += 1
         try:
             yield
         finally:
             _state["depth"] -= 1
         return
     previous = signal.getsignal(signal.SIGINT)
+    # Dagster points SIGTERM at its SIGINT handler (a run worker stopped by Kubernetes, Celery): so do we
+    also_term = signal.getsignal(signal.SIGTERM) is previous
 
-    def handler(signo: int, frame: FrameType | None) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         repeat = _state["cancelled"]
         _state["cancelled"] = True
         for conn in list(_sessions):
@@ -101,7 +107,7 @@ def watching(chain_repeats: bool = True) -> Iterator[None]:
         if repeat and not chain_repeats:
             return
         if callable(previous):
-            previous(signo, frame)
+            previous(signum, frame)
         elif previous == signal.SIG_DFL:
             raise KeyboardInterrupt
 
@@ -111,9 +117,13 @@ def watching(chain_repeats: bool = True) -> Iterator[None]:
     _state["cancelled"] = False
     _state["depth"] = 1
     signal.signal(signal.SIGINT, handler)
+    if also_term:
+        signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
         _state["depth"] = 0
-        if signal.getsignal(signal.SIGINT) is handler:  # (Dagster swaps its own handlers in and out around each next() of a step)
-            signal.signal(signal.SIGINT, previous)
+        # (Dagster swaps its own handlers in and out around each next() of a step: restore only ours)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(signum) is handler:
+                signal.signal(signum, previous)
