@@ -72,7 +72,7 @@ def on_cancel(callback: Callable[[], None]) -> Iterator[None]:
 @contextmanager
 def watching(chain_repeats: bool = True) -> Iterator[None]:
     """Watch for SIGINT while a step works (see the module's docstring). Nested blocks share the outermost's
-    handler; entering the outermost forgets an earlier step's cancellation (a long-lived process, the tests).
+    handler; a cancellation is remembered until the outermost block ends.
 
     ``chain_repeats=False``: a repeated SIGINT is remembered but not passed on — a step's own process
     (``run.launch``) gets one from the run worker's handler and one from Dagster's Pipes client.
@@ -123,6 +123,7 @@ def watching(chain_repeats: bool = True) -> Iterator[None]:
         yield
     finally:
         _state["depth"] = 0
+        _state["cancelled"] = False  # (code of this process outside a step's work is never stopped by it)
         # (Dagster swaps its own handlers in and out around each next() of a step: restore only ours)
         for signum in (signal.SIGINT, signal.SIGTERM):
             if signal.getsignal(signum) is handler:

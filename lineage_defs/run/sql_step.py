@@ -201,22 +201,24 @@ class StepRunner:
         t0 = time.perf_counter()
         target = resolve_token(self.step.uri, window)
         result = SliceResult(window.key if window else None, target)
-        try:
-            with cancel.watching():  # (within a Dagster step, the step's own watch: assets.execute)
+        with cancel.watching():  # (within a Dagster step, the step's own watch: assets.execute)
+            try:
                 self._reset()
                 self._run_statements(window, result)
-        except BaseException as e:  # reported per partition; the caller decides whether to go on
-            err: BaseException = e
-            if isinstance(e, RunError) and e.location is None and self.step.statements:
-                # a write-layer error (duplicate keys, schema change …): name the
-                # script and its trailing SELECT, whose rows were being written
-                err = RunError(e.message, self._where(self.step.statements[-1].line), e.fix)
-                err.__cause__ = e
-            result.error = self._explain(err, window)
-            self.engine.rollback()
-            stop = cancel.interruption_of(e)
-            if stop is not None:  # a cancelled run stops here, not at the next partition
-                raise stop
+            except BaseException as e:  # reported per partition; the caller decides whether to go on
+                stop = cancel.interruption_of(e)
+                if stop is not None:  # a cancelled run stops here, not at the next partition
+                    result.error = e
+                    self.engine.rollback()
+                    raise stop
+                err: BaseException = e
+                if isinstance(e, RunError) and e.location is None and self.step.statements:
+                    # a write-layer error (duplicate keys, schema change …): name the
+                    # script and its trailing SELECT, whose rows were being written
+                    err = RunError(e.message, self._where(self.step.statements[-1].line), e.fix)
+                    err.__cause__ = e
+                result.error = self._explain(err, window)
+                self.engine.rollback()
         result.seconds = time.perf_counter() - t0
         return result
 
