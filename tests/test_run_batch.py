@@ -226,6 +226,40 @@ def test_a_cancel_whose_interrupt_is_lost_still_stops_the_query(tmp_path: Path, 
     assert query(settings, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'slow'") == [(0,)]
 
 
+def test_a_cancel_whose_interrupt_is_lost_still_stops_a_postgresql_query(tmp_path: Path, pg_dsn: str) -> None:
+    """The same for a PostgreSQL step (``.pg.sql``): the server cancels its query."""
+    import os
+    import signal
+    import threading
+    import time
+
+    root, state = tmp_path / "p", tmp_path / "s"
+    settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root), postgres_dsn=pg_dsn)
+    write(root, "x/slow.pg.sql", """
+        -- pipeline
+        -- materialize datatable://crm/slow_pg_cancelled
+        SELECT 1 AS n FROM pg_sleep(20)
+    """)
+    got: list[int] = []
+    previous = _losing_handler(got)
+    timer = threading.Timer(2, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        t0 = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            list(run_windows(settings, step_of(root, "x/slow.pg.sql"), [None]))
+        took = time.monotonic() - t0
+    finally:
+        timer.cancel()
+        _restore(previous)
+    assert got == [signal.SIGINT]
+    assert took < 8, took  # not after the 20 s sleep
+    import psycopg
+
+    with psycopg.connect(pg_dsn) as c:
+        assert c.execute("SELECT to_regclass('slow_pg_cancelled')").fetchone() == (None,)
+
+
 def test_a_cancel_lost_before_the_first_statement_stops_the_step(tmp_path: Path) -> None:
     """A SIGINT whose interrupt was lost while the step was starting (no query running to interrupt):
     the step's first statement does not start, and nothing is written."""

@@ -7,9 +7,9 @@ and the interrupt is gone: a DuckDB query then runs to its end and its write com
 said CANCELED.
 
 While a step works, ``watching()`` puts a handler in front of the one in place that remembers the
-signal, interrupts the query of every open DuckDB session of this process (``track``), runs the
-callbacks registered with ``on_cancel`` (a Python or Bash step's process gets the SIGINT too), then
-calls the previous handler as before. ``raise_if_cancelled()`` runs before every statement of a
+signal, interrupts the query of every open DuckDB session of this process and of a PostgreSQL step's
+server connection (``track``), runs the callbacks registered with ``on_cancel`` (a Python or Bash
+step's process gets the SIGINT too), then calls the previous handler as before. ``raise_if_cancelled()`` runs before every statement of a
 step, so a signal whose interrupt was lost before the statement started still stops it.
 """
 
@@ -26,7 +26,9 @@ from typing import Any
 from lineage_defs.errors import interruption
 
 _state: dict[str, Any] = {"cancelled": False, "depth": 0}
-_sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # DuckDB connections of open sessions (a session never closed is not kept alive)
+# what a cancel interrupts: the DuckDB connection of each open session, a PostgreSQL step's server
+# connection (anything with ``interrupt()``); weak, so a session never closed is not kept alive
+_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
 _callbacks: list[Callable[[], None]] = []
 
 
