@@ -190,17 +190,34 @@ def _restore(previous: tuple[Any, Any]) -> None:
     signal.signal(signal.SIGTERM, previous[1])
 
 
+def _run_cancelled_with_a_lost_interrupt(settings: LineageSettings, step: Any, signum: int) -> float:
+    """Run ``step``; 2 s in, a cancel's signal whose interrupt is lost. It must stop as cancelled: how long it took."""
+    import os
+    import threading
+    import time
+
+    got: list[int] = []
+    previous = _losing_handler(got)
+    timer = threading.Timer(2, os.kill, (os.getpid(), signum))
+    try:
+        t0 = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            list(run_windows(settings, step, [None]))
+        took = time.monotonic() - t0
+    finally:
+        timer.cancel()
+        _restore(previous)
+    assert got == [signum]  # the handler in place still got the signal
+    return took
+
+
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
 def test_a_cancel_whose_interrupt_is_lost_still_stops_the_query(tmp_path: Path, signame: str) -> None:
     """The signal of a cancel (SIGINT; SIGTERM from Kubernetes or Celery) arrives during the step's query,
     and the interrupt it raises is lost: the step's own handler (run.cancel) interrupts the query, the
     step stops as cancelled, nothing is written."""
-    import os
     import signal
-    import threading
-    import time
-
-    signum = getattr(signal, signame)
 
     root, state = tmp_path / "p", tmp_path / "s"
     settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root))
@@ -209,29 +226,16 @@ def test_a_cancel_whose_interrupt_is_lost_still_stops_the_query(tmp_path: Path, 
         -- materialize ducklake://main/slow
         SELECT count(*) AS n FROM range(3000000000) t(i) WHERE i % 7 = 3
     """)  # about 15 s of counting here, unless it is interrupted
-    got: list[int] = []
-    previous = _losing_handler(got)
-    timer = threading.Timer(2, os.kill, (os.getpid(), signum))
-    try:
-        t0 = time.monotonic()
-        timer.start()
-        with pytest.raises(KeyboardInterrupt):
-            list(run_windows(settings, step_of(root, "x/slow.sql"), [None]))
-        took = time.monotonic() - t0
-    finally:
-        timer.cancel()
-        _restore(previous)
-    assert got == [signum]  # the handler in place still got the signal
+    took = _run_cancelled_with_a_lost_interrupt(settings, step_of(root, "x/slow.sql"), getattr(signal, signame))
     assert took < 8, took  # stopped in the query, not after it
     assert query(settings, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'slow'") == [(0,)]
 
 
 def test_a_cancel_whose_interrupt_is_lost_still_stops_a_postgresql_query(tmp_path: Path, pg_dsn: str) -> None:
     """The same for a PostgreSQL step (``.pg.sql``): the server cancels its query."""
-    import os
     import signal
-    import threading
-    import time
+
+    import psycopg
 
     root, state = tmp_path / "p", tmp_path / "s"
     settings = LineageSettings(state_dir=str(state), pipelines_dir=str(root), postgres_dsn=pg_dsn)
@@ -240,22 +244,8 @@ def test_a_cancel_whose_interrupt_is_lost_still_stops_a_postgresql_query(tmp_pat
         -- materialize datatable://crm/slow_pg_cancelled
         SELECT 1 AS n FROM pg_sleep(20)
     """)
-    got: list[int] = []
-    previous = _losing_handler(got)
-    timer = threading.Timer(2, os.kill, (os.getpid(), signal.SIGINT))
-    try:
-        t0 = time.monotonic()
-        timer.start()
-        with pytest.raises(KeyboardInterrupt):
-            list(run_windows(settings, step_of(root, "x/slow.pg.sql"), [None]))
-        took = time.monotonic() - t0
-    finally:
-        timer.cancel()
-        _restore(previous)
-    assert got == [signal.SIGINT]
+    took = _run_cancelled_with_a_lost_interrupt(settings, step_of(root, "x/slow.pg.sql"), signal.SIGINT)
     assert took < 8, took  # not after the 20 s sleep
-    import psycopg
-
     with psycopg.connect(pg_dsn) as c:
         assert c.execute("SELECT to_regclass('slow_pg_cancelled')").fetchone() == (None,)
 
