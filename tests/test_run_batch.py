@@ -13,6 +13,7 @@ import datetime as dt
 import io
 import textwrap
 import zoneinfo
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -289,14 +290,15 @@ def test_a_cancel_whose_interrupt_is_lost_still_reaches_the_step_process() -> No
     from lineage_defs.run import cancel
     from lineage_defs.run.launch import interrupt_steps
 
-    sleep = "import time; time.sleep(30)"
+    sleep = "import time; print('ready', flush=True); time.sleep(30)"
     # (a step process is `python -m lineage_defs.run.launch`: this one only looks like one)
-    step = subprocess.Popen([sys.executable, "-c", sleep, "-m", "lineage_defs.run.launch"], stderr=subprocess.DEVNULL)
-    other = subprocess.Popen([sys.executable, "-c", sleep])
+    step = subprocess.Popen([sys.executable, "-c", sleep, "-m", "lineage_defs.run.launch"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    other = subprocess.Popen([sys.executable, "-c", sleep], stdout=subprocess.PIPE, text=True)
     got: list[int] = []
     previous = _losing_handler(got)
     try:
-        time.sleep(0.5)  # both are running Python
+        assert step.stdout is not None and other.stdout is not None
+        assert step.stdout.readline() == other.stdout.readline() == "ready\n"  # both are running Python
         with cancel.watching(), cancel.on_cancel(interrupt_steps):
             os.kill(os.getpid(), signal.SIGINT)
             assert step.wait(timeout=10) != 0  # stopped by KeyboardInterrupt
@@ -306,6 +308,37 @@ def test_a_cancel_whose_interrupt_is_lost_still_reaches_the_step_process() -> No
         for p in (step, other):
             p.kill()
             p.wait()
+    assert got == [signal.SIGINT]
+
+
+def test_a_step_left_unfinished_does_not_disarm_the_next_steps_watch() -> None:
+    """Dagster may stop iterating a step's generator, whose ``watching()`` block then stays open until
+    the generator is collected, and it puts its own handler back: the next step's watch still works."""
+    import os
+    import signal
+
+    from lineage_defs.run import cancel
+
+    def step() -> Iterator[None]:
+        with cancel.watching():
+            yield
+
+    got: list[int] = []
+    previous = _losing_handler(got)
+    try:
+        left = step()
+        next(left)  # suspended in its watch, never resumed
+        _losing_handler(got)  # as Dagster restores its handler after each next() of a step
+        with cancel.watching():
+            os.kill(os.getpid(), signal.SIGINT)
+            assert cancel.cancelled()  # this watch's handler was in place
+            left.close()  # the block left open ends now, during this one's work: it changes nothing
+            assert cancel.cancelled()
+            with pytest.raises(KeyboardInterrupt):
+                cancel.raise_if_cancelled()
+        assert not cancel.cancelled()
+    finally:
+        _restore(previous)
     assert got == [signal.SIGINT]
 
 

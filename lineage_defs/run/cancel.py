@@ -25,7 +25,16 @@ from typing import Any
 
 from lineage_defs.errors import interruption
 
-_state: dict[str, Any] = {"cancelled": False, "depth": 0}
+class _Watch:
+    """One step's work, from the outermost ``watching()`` block: whether a cancel arrived during it."""
+
+    def __init__(self, outer: _Watch | None) -> None:
+        self.outer = outer  # the watch this one started inside of, if its block is still open
+        self.cancelled = False
+        self.open = True
+
+
+_current: list[_Watch | None] = [None]
 # what a cancel interrupts: the DuckDB connection of each open session, a PostgreSQL step's server
 # connection (anything with ``interrupt()``); weak, so a session never closed is not kept alive
 _sessions: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -41,13 +50,18 @@ def untrack(conn: Any) -> None:
 
 
 def cancelled() -> bool:
-    """Whether a SIGINT arrived while this process' step was working."""
-    return bool(_state["cancelled"])
+    """Whether a SIGINT arrived during the step's work that runs now."""
+    watch = _current[0]
+    while watch is not None and watch.open:
+        if watch.cancelled:
+            return True
+        watch = watch.outer
+    return False
 
 
 def raise_if_cancelled() -> None:
     """Stop before a statement starts when the run was cancelled (the interrupt itself may be lost)."""
-    if _state["cancelled"]:
+    if cancelled():
         raise KeyboardInterrupt("the run was cancelled")
 
 
@@ -55,7 +69,7 @@ def interruption_of(e: BaseException) -> BaseException | None:
     """The interruption behind ``e`` (``errors.interruption``); or, when this step was cancelled and the
     interrupt itself was lost, a ``KeyboardInterrupt`` (DuckDB then reports its query as merely interrupted)."""
     found = interruption(e)
-    if found is None and _state["cancelled"]:
+    if found is None and cancelled():
         found = KeyboardInterrupt("the run was cancelled")
         found.__cause__ = e
     return found
@@ -73,8 +87,9 @@ def on_cancel(callback: Callable[[], None]) -> Iterator[None]:
 
 @contextmanager
 def watching(chain_repeats: bool = True) -> Iterator[None]:
-    """Watch for SIGINT while a step works (see the module's docstring). Nested blocks share the outermost's
-    handler; a cancellation is remembered until the outermost block ends.
+    """Watch for SIGINT while a step works (see the module's docstring). A block entered while the
+    handler of another is in place is part of that one's work; a cancellation is remembered until the
+    block that installed the handler ends.
 
     ``chain_repeats=False``: a repeated SIGINT is remembered but not passed on — a step's own process
     (``run.launch``) gets one from the run worker's handler and one from Dagster's Pipes client.
@@ -82,20 +97,20 @@ def watching(chain_repeats: bool = True) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield  # no handler can be installed off the main thread (Python runs them there)
         return
-    if _state["depth"]:
-        _state["depth"] += 1
-        try:
-            yield
-        finally:
-            _state["depth"] -= 1
-        return
     previous = signal.getsignal(signal.SIGINT)
+    if getattr(previous, "lineage_watch", None) is not None or previous in (signal.SIG_IGN, None):
+        # inside a watched block (a step's runner within the step); or SIGINT is ignored here, or
+        # handled outside Python: left so
+        yield
+        return
     # Dagster points SIGTERM at its SIGINT handler (a run worker stopped by Kubernetes, Celery): so do we
     also_term = signal.getsignal(signal.SIGTERM) is previous
+    outer = _current[0]
+    watch = _Watch(outer if outer is not None and outer.open else None)
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        repeat = _state["cancelled"]
-        _state["cancelled"] = True
+        repeat = watch.cancelled
+        watch.cancelled = True
         for conn in list(_sessions):
             try:
                 conn.interrupt()  # the query running now stops (a no-op on an idle connection)
@@ -113,19 +128,19 @@ def watching(chain_repeats: bool = True) -> Iterator[None]:
         elif previous == signal.SIG_DFL:
             raise KeyboardInterrupt
 
-    if previous == signal.SIG_IGN or previous is None:  # SIGINT is ignored here (or not set from Python): keep it so
-        yield
-        return
-    _state["cancelled"] = False
-    _state["depth"] = 1
+    handler.lineage_watch = watch  # type: ignore[attr-defined]
+    _current[0] = watch
     signal.signal(signal.SIGINT, handler)
     if also_term:
         signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
-        _state["depth"] = 0
-        _state["cancelled"] = False  # (code of this process outside a step's work is never stopped by it)
+        # A block left open (a step's generator Dagster never finished) ends whenever it is collected:
+        # it then changes nothing of the work running at that time.
+        watch.open = False
+        if _current[0] is watch:
+            _current[0] = watch.outer if watch.outer is not None and watch.outer.open else None
         # (Dagster swaps its own handlers in and out around each next() of a step: restore only ours)
         for signum in (signal.SIGINT, signal.SIGTERM):
             if signal.getsignal(signum) is handler:
