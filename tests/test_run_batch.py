@@ -290,7 +290,9 @@ def test_a_cancel_whose_interrupt_is_lost_still_reaches_the_step_process() -> No
     from lineage_defs.run import cancel
     from lineage_defs.run.launch import interrupt_steps
 
-    sleep = "import time; print('ready', flush=True); time.sleep(30)"
+    # (SIGINT as in a step process, whose parent handles it in Python: a SIGINT ignored in this test's
+    # process — another test can leave it so — would be inherited through exec)
+    sleep = "import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); print('ready', flush=True); time.sleep(30)"
     # (a step process is `python -m lineage_defs.run.launch`: this one only looks like one)
     step = subprocess.Popen([sys.executable, "-c", sleep, "-m", "lineage_defs.run.launch"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     other = subprocess.Popen([sys.executable, "-c", sleep], stdout=subprocess.PIPE, text=True)

@@ -9,8 +9,9 @@ said CANCELED.
 While a step works, ``watching()`` puts a handler in front of the one in place that remembers the
 signal, interrupts the query of every open DuckDB session of this process and of a PostgreSQL step's
 server connection (``track``), runs the callbacks registered with ``on_cancel`` (a Python or Bash
-step's process gets the SIGINT too), then calls the previous handler as before. ``raise_if_cancelled()`` runs before every statement of a
-step, so a signal whose interrupt was lost before the statement started still stops it.
+step's process gets the SIGINT too), then calls the previous handler as before.
+``raise_if_cancelled()`` runs before every statement of a step, so a signal whose interrupt was lost
+before the statement started still stops it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from types import FrameType
 from typing import Any
 
 from lineage_defs.errors import interruption
+
 
 class _Watch:
     """One step's work, from the outermost ``watching()`` block: whether a cancel arrived during it."""
