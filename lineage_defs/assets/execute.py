@@ -39,8 +39,8 @@ from lineage_defs.run import cancel
 from lineage_defs.run.context import PartitionWindow, resolve_token
 from lineage_defs.run.contract import SliceReport, StepContext, script_env
 from lineage_defs.run.events import RunBatch, load_batch, write_events_file
-from lineage_defs.run.launch import interrupt_steps
 from lineage_defs.run.inputs import Missing, build_first, missing_after_process, not_there_yet
+from lineage_defs.run.launch import interrupt_steps
 from lineage_defs.run.declared import check_written, checks_declared
 from lineage_defs.run.observe import observe
 from lineage_defs.run.ranges import run_windows

@@ -9,8 +9,8 @@ from lineage_defs import uris
 from lineage_defs.errors import Location, RunError
 from lineage_defs.events.store import Event
 from lineage_defs.parse.model import Language
-from lineage_defs.run import cancel
 from lineage_defs.plan.spec import ScriptStep
+from lineage_defs.run import cancel
 from lineage_defs.run.compile import Compiled
 from lineage_defs.run.engine import stage_table
 from lineage_defs.run.events import stage_events_postgres

@@ -19,10 +19,10 @@ from typing import Any
 
 from lineage_defs import uris
 from lineage_defs.errors import Location, RunError
-from lineage_defs.run import cancel
 from lineage_defs.parse.model import Language, Severity
 from lineage_defs.plan.schemas import record_schema
 from lineage_defs.plan.spec import ScriptStep, Strategy
+from lineage_defs.run import cancel
 from lineage_defs.run.checks import CheckFailed, CheckOutcome, evaluate, read_custom, script_statements
 from lineage_defs.run.compile import Compiled, compile_statement, uses_substrates
 from lineage_defs.run.context import PartitionWindow, resolve_token
