@@ -390,3 +390,29 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return "the demo" if Path(module).stem in SHARE_THE_DEMO else module
 
     return ByModule(config, log)
+
+
+# -- where the suite's time goes, per module (printed with --durations, as `make test` runs) ---------------
+# Each module's test time (setup, call and teardown, summed) and when it ran (seconds from the first
+# report to the module's first and last), on which test process: the modules that end last are the
+# suite's tail, the ones to move into LONGEST_FIRST.
+_modules: dict[str, list[Any]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::", 1)[0]
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    entry = _modules.setdefault(module, [0.0, report.start, report.stop, getattr(worker, "id", "-")])
+    entry[0] += report.duration
+    entry[1], entry[2] = min(entry[1], report.start), max(entry[2], report.stop)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if config.option.durations is None or not _modules:
+        return
+    t0 = min(e[1] for e in _modules.values())
+    terminalreporter.section("time per module (the 25 longest, and when they ran)")
+    for module, (total, start, stop, worker) in sorted(_modules.items(), key=lambda kv: -kv[1][0])[:25]:
+        terminalreporter.write_line(f"{total:7.1f}s  {start - t0:6.0f}s–{stop - t0:5.0f}s  {worker:4s} {module}")
+    last = sorted(_modules.items(), key=lambda kv: -kv[1][2])[:5]
+    terminalreporter.write_line("last to end: " + ", ".join(f"{Path(m).stem} ({e[2] - t0:.0f}s)" for m, e in last))
