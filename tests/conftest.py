@@ -5,6 +5,7 @@ Nothing is mocked and nothing is skipped: a missing PostgreSQL binary is a failu
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -142,6 +143,39 @@ def s3_server() -> Iterator[S3Server]:
 REPO = Path(__file__).resolve().parent.parent
 DEMO_LOCATION = "lineage_defs"  # workspace.yaml's location_name
 
+# `make test` and `make check` export the demo's DAGSTER_HOME (the repository's dagster_home, for `make
+# demo`). A command a test starts that opens the instance of DAGSTER_HOME (`lineage-defs events`) must
+# not write the demo's storage, nor create it at the same time as another test process (SQLite tables
+# and their alembic version made twice): each test process has a Dagster home of its own, with the
+# demo's dagster.yaml. A test that needs an instance of its own still makes one.
+if os.environ.get("DAGSTER_HOME") and Path(os.environ["DAGSTER_HOME"]).resolve() == REPO / "dagster_home":
+    _home = Path(tempfile.mkdtemp(prefix="lineage-tests-dagster-home-"))
+    atexit.register(shutil.rmtree, _home, True)
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", _home / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(_home)
+
+
+# The example's dbt project, parsed once per test process: a fresh state dir of the example starts from
+# its parse cache (`dbt parse` is ~5 s of CPU, and a dozen modules load the example on state dirs of
+# their own). The cache entry does not depend on the state dir (lineage_defs.dbt.manifest.project_hash);
+# settings that change the generated profile (threads, another lake) miss it and parse as before.
+_example_parse: list[Path] = []
+PARSE_CACHE = ("cache", "dbt")  # under a state dir (a folder, not the dbt command tests/test_tiers.py looks for)
+
+
+def with_example_parse(state: Path) -> Path:
+    """``state``, holding this test process's parse of the example's dbt project."""
+    if not _example_parse:
+        from lineage_defs.project import load_project
+
+        template = Path(tempfile.mkdtemp(prefix="lineage-example-parse-"))
+        atexit.register(shutil.rmtree, template, True)
+        example = REPO / "examples" / "pipelines"
+        load_project(example, LineageSettings(pipelines_dir=str(example), state_dir=str(template)))
+        _example_parse.append(template.joinpath(*PARSE_CACHE))
+    shutil.copytree(_example_parse[0], state.joinpath(*PARSE_CACHE), dirs_exist_ok=True)
+    return state
+
 
 def start_demo(root: Path, make: bool = False) -> Any:
     """What `make demo` starts — `lineage-defs demo up`: `dagster dev -w workspace.yaml` (UI and daemon),
@@ -159,7 +193,7 @@ def start_demo(root: Path, make: bool = False) -> Any:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "DAGSTER_"))}
     env.update(
         LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"),
-        LINEAGE_STATE_DIR=str(root / "state"),
+        LINEAGE_STATE_DIR=str(with_example_parse(root / "state")),
         DAGSTER_HOME=str(home),
         DAGSTER_EVENT_BATCH_SIZE="1000",  # as the Makefile exports it
         LINEAGE_DEFINITIONS=str(REPO / "examples" / "python_assets.py"),  # the example's hand-written assets, as the Makefile sets them

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from dagster.components.testing import create_defs_folder_sandbox
 
+from conftest import with_example_parse
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.component import LineageDefsComponent
 
@@ -22,12 +23,12 @@ def _keys(defs) -> set[str]:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def expected(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    state = tmp_path_factory.mktemp("state")
+    state = with_example_parse(tmp_path_factory.mktemp("state"))
     return _keys(build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(state))))
 
 
 def test_component_with_absolute_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expected: set[str]) -> None:
-    state = tmp_path / "state"
+    state = with_example_parse(tmp_path / "state")
     monkeypatch.setenv("LINEAGE_STATE_DIR", str(state))
     with warnings.catch_warnings(), create_defs_folder_sandbox() as sandbox:
         warnings.simplefilter("ignore")  # Dagster's beta warnings about code references
@@ -40,7 +41,7 @@ def test_component_with_absolute_paths(tmp_path: Path, monkeypatch: pytest.Monke
             assert isinstance(component, LineageDefsComponent)
             assert _keys(defs) == expected
             assert len(expected) == 20  # 17 scripts, 2 dbt models, 1 external (the hand-written order_sizes)
-    assert (state / "cache").is_dir()  # the component's state went where it was told
+    assert list((state / "cache").glob("plan-*.json"))  # the component's state (its parse cache) went where it was told
 
 
 def test_component_resolves_relative_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expected: set[str]) -> None:
@@ -63,6 +64,7 @@ def test_component_resolves_relative_paths(tmp_path: Path, monkeypatch: pytest.M
 def test_component_takes_connections_from_the_same_settings_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LINEAGE_PG_DSN", "host=db password=hunter2")
     monkeypatch.setenv("LINEAGE_S3_BUCKET", "my-bucket")
+    with_example_parse(tmp_path)
     with warnings.catch_warnings(), create_defs_folder_sandbox() as sandbox:
         warnings.simplefilter("ignore")
         path = sandbox.scaffold_component(

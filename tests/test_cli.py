@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import with_example_parse
 from lineage_defs import cli
 from lineage_defs.project import load_project
 from lineage_defs.plan.spec import Strategy
@@ -40,7 +41,7 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def example_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One state dir for the commands that only read the example: the first parses its dbt project, the
     others load it warm (a warm load is the cold one: test_plan_cache.py)."""
-    return tmp_path_factory.mktemp("example") / "state"
+    return with_example_parse(tmp_path_factory.mktemp("example") / "state")
 
 
 def _split_column(ref: str, uris: set[str]) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import with_example_parse
 from lineage_defs.assets.resources import LineageResource
 from lineage_defs.settings import LineageSettings
 from services import IN_PROCESS
@@ -85,7 +86,7 @@ def test_every_dagster_entry_form_loads_the_example(tmp_path: Path) -> None:
         path.mkdir()
         (path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
         return {**env, "DAGSTER_HOME": str(path)}
-    build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(tmp_path / "state")))  # parse caches warm: the forms load alike
+    build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(with_example_parse(tmp_path / "state"))))  # parse caches warm: the forms load alike
     dagster = str(Path(sys.executable).parent / "dagster")
     forms = {
         "-m": [dagster, "asset", "list", "-m", "lineage_defs.definitions"],

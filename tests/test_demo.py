@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import with_example_parse
 from lineage_defs.demo.instance import check_runs_db, prepare_instance
 from lineage_defs.demo.send import order_events, payment, signed_request
 from lineage_defs.demo.state import Credential, credentials, load_running
@@ -59,7 +60,7 @@ def test_a_run_storage_created_twice_at_once_is_refused_with_the_fix(tmp_path: P
 
 def demo_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "DAGSTER_"))}
-    base.update(LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"), LINEAGE_STATE_DIR=str(tmp_path / "state"), **env)
+    base.update(LINEAGE_PIPELINES_DIR=str(REPO / "examples" / "pipelines"), LINEAGE_STATE_DIR=str(with_example_parse(tmp_path / "state")), **env)
     return subprocess.run([str(Path(sys.executable).with_name("lineage-defs")), "demo", *args], cwd=REPO, env=base, capture_output=True, text=True, timeout=300)
 
 
@@ -115,7 +116,7 @@ def test_the_example_s_postgres_sensor_says_what_to_set_on_the_embedded_default(
 
     from lineage_defs import LineageSettings, build_definitions
 
-    defs = build_definitions(REPO / "examples" / "pipelines", settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    defs = build_definitions(REPO / "examples" / "pipelines", settings=LineageSettings(state_dir=str(with_example_parse(tmp_path / "state"))))
     sensor = next(s for s in defs.sensors if s.name == "shop__order_changes__postgres_public_orders")
     assert sensor.default_status == DefaultSensorStatus.RUNNING
     with DagsterInstance.ephemeral() as instance:

@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from conftest import with_example_parse
 from lineage_defs import LineageDuckDBResource, LineageSettings, build_definitions, merge_definitions, uris
 from lineage_defs.definitions import user_definitions
 from lineage_defs.duckdb_io import IO_MANAGER_KEY, RESOURCE_KEY
@@ -44,7 +45,7 @@ def _run(defs: dg.Definitions, keys: list[dg.AssetKey], instance: dg.DagsterInst
 
 
 def test_example_handwritten_asset_reads_one_day_and_a_script_reads_its_table(tmp_path: Path) -> None:
-    state = tmp_path / "state"
+    state = with_example_parse(tmp_path / "state")
     settings = LineageSettings(state_dir=str(state))
     defs = build_definitions(EXAMPLE, settings=settings, defs=user_definitions(str(HANDWRITTEN)))
     graph = defs.resolve_asset_graph()
@@ -102,7 +103,7 @@ def test_the_example_under_dagster_asset_materialize(tmp_path: Path) -> None:
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    state = tmp_path / "state"
+    state = with_example_parse(tmp_path / "state")
     env = {**os.environ, "LINEAGE_PIPELINES_DIR": str(EXAMPLE), "LINEAGE_STATE_DIR": str(state),
            "LINEAGE_DEFINITIONS": str(HANDWRITTEN), "DAGSTER_HOME": str(home)}  # fmt: skip
     dagster = str(Path(sys.executable).parent / "dagster")

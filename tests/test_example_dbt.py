@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance
 
+from conftest import with_example_parse
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.run.substrates import Session
 
@@ -22,7 +23,7 @@ def _key(path: str) -> AssetKey:
 
 
 def test_example_dbt_project_between_scripts(tmp_path: Path) -> None:
-    state = tmp_path / "state"
+    state = with_example_parse(tmp_path / "state")
     defs = build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(state)))
     instance = DagsterInstance.ephemeral()
 

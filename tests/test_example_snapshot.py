@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from dagster import AssetKey, Definitions, TimeWindowPartitionsDefinition
 
+from conftest import with_example_parse
 from lineage_defs import LineageSettings, build_definitions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +94,7 @@ def render(defs: Definitions) -> dict[str, Any]:
 
 
 def test_example_definitions_match_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    state = tmp_path / "state"
+    state = with_example_parse(tmp_path / "state")
     monkeypatch.setenv("LINEAGE_STATE_DIR", str(state))
     defs = build_definitions(EXAMPLE, settings=LineageSettings(state_dir=str(state)))
     actual = json.dumps(render(defs), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

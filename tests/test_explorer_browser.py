@@ -25,7 +25,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
 from browser import Browser
-from conftest import free_port
+from conftest import free_port, with_example_parse
 
 pytestmark = [pytest.mark.browser]
 
@@ -38,7 +38,7 @@ DOCS = ROOT / "docs"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     tmp = tmp_path_factory.mktemp("explorer-browser")
-    env = {**os.environ, "LINEAGE_STATE_DIR": str(tmp / "state"), "LINEAGE_UI_URL": "http://127.0.0.1:3999"}
+    env = {**os.environ, "LINEAGE_STATE_DIR": str(with_example_parse(tmp / "state")), "LINEAGE_UI_URL": "http://127.0.0.1:3999"}
     env.pop("DAGSTER_HOME", None)
     port = free_port()
     proc = subprocess.Popen(

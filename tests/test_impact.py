@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from conftest import with_example_parse
 from dbt_projects import SHOP_FILES, write_files
 from lineage_defs import cli
 from lineage_defs.parse.model import Severity
@@ -89,7 +90,7 @@ def test_the_cli_prints_the_json_and_rejects_what_it_cannot_find(scripts: Path, 
 @pytest.mark.dbt
 def test_impact_crosses_scripts_and_dbt_models_on_the_example(tmp_path: Path) -> None:
     """orders (script) → stg_orders → store_daily (dbt models) → category_trend (script)."""
-    got = _answer(EXAMPLE, tmp_path / "state", "ducklake://main/orders.amount_eur")
+    got = _answer(EXAMPLE, with_example_parse(tmp_path / "state"), "ducklake://main/orders.amount_eur")
     assert got == _golden("example_orders_amount_eur.json")
     dbt = {(c["asset"], c["column"]) for c in got["columns"] if c["dbt"]}
     assert dbt == {

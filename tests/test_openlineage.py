@@ -22,6 +22,7 @@ import dagster as dg
 import pytest
 from openlineage.client.serde import Serde
 
+from conftest import with_example_parse
 from lineage_defs import LineageSettings, build_definitions, load_project, uris
 from lineage_defs.openlineage.config import configured
 from lineage_defs.openlineage.emitter import Emitter
@@ -109,7 +110,7 @@ def _expected(uri: str, edges: tuple[ColumnEdge, ...]) -> tuple[dict[str, set[tu
 def test_example_runs_emit_their_lineage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with receiver() as r:
         monkeypatch.setenv("OPENLINEAGE_URL", r.url)
-        state = tmp_path / "state"
+        state = with_example_parse(tmp_path / "state")
         settings = LineageSettings(state_dir=str(state))
         defs = build_definitions(EXAMPLE, settings=settings)
         instance = dg.DagsterInstance.ephemeral()

@@ -4,6 +4,7 @@ and dbt's own errors located."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,24 @@ def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
     assert len(list((cache / "dbt").iterdir())) == 2  # a changed model is a new manifest
     edges = {(e.source, e.target, e.kind) for e in changed.steps[0].column_edges + changed.steps[1].column_edges}
     assert ("ducklake://main/raw.amount", "dbt://warehouse/main/stg.doubled", "copy") in edges
+
+
+@pytest.mark.dbt
+def test_the_parse_cache_and_code_versions_do_not_depend_on_where_the_state_dir_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_files(tmp_path / "pipelines", SMALL)
+    first = load_project(root, LineageSettings(state_dir=str(tmp_path / "one")))
+    key = {p.name for p in (tmp_path / "one" / "cache" / "dbt").iterdir()}
+    # another state dir starting from the first one's parse cache: the same entry, no dbt parse
+    shutil.copytree(tmp_path / "one" / "cache" / "dbt", tmp_path / "two" / "cache" / "dbt")
+    monkeypatch.setattr(dbt_manifest.subprocess, "run", lambda *a, **k: pytest.fail(f"dbt parsed again: {a}"))
+    second = load_project(root, LineageSettings(state_dir=str(tmp_path / "two")))
+    monkeypatch.undo()
+    assert not second.errors and {p.name for p in (tmp_path / "two" / "cache" / "dbt").iterdir()} == key
+    assert [(s.uri, s.content_hash) for s in second.steps] == [(s.uri, s.content_hash) for s in first.steps]
+    # what the parse does see still counts: more threads in the generated profile is another entry
+    (root / "p" / "dbt" / "lineage.yml").write_text("threads: 4\n")
+    load_project(root, LineageSettings(state_dir=str(tmp_path / "two")))
+    assert len(list((tmp_path / "two" / "cache" / "dbt").iterdir())) == 2
 
 
 @pytest.mark.dbt

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DefaultScheduleStatus, DefaultSensorStatus, DagsterInstance, build_sensor_context
 
+from conftest import with_example_parse
 from lineage_defs import LineageSettings, build_definitions
 from lineage_defs.errors import ProjectErrors, SpecError
 from lineage_defs.project import load_project
@@ -114,7 +115,7 @@ def test_hook_names_are_unique_after_mapping_and_bad_ones_are_located(tmp_path: 
 
 def test_the_example_defines_its_sensors_and_schedules(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
-    defs = build_definitions(example, settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    defs = build_definitions(example, settings=LineageSettings(state_dir=str(with_example_parse(tmp_path / "state"))))
     assert sorted(s.name for s in defs.sensors) == [
         "lineage_cascade",
         "lineage_hooks_on_failure",  # shop/payments.py's on_failure hook (no step has on_success/on_recovery)

@@ -14,6 +14,7 @@ from typing import Any
 
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, evaluate_automation_conditions
 
+from conftest import with_example_parse
 from lineage_defs import LineageSettings, build_definitions
 from triggers_support import write_steps
 
@@ -106,7 +107,7 @@ def test_a_step_waits_until_every_input_it_reads_was_materialized(tmp_path: Path
 def test_the_example_waits_for_orders_before_customer_ltv(tmp_path: Path) -> None:
     """The issue's case: dim_customers built, orders never — customer_ltv (its `on dim_customers` has no debounce) waits."""
     example = Path(__file__).resolve().parents[1] / "examples" / "pipelines"
-    defs = build_definitions(example, settings=LineageSettings(state_dir=str(tmp_path / "state")))
+    defs = build_definitions(example, settings=LineageSettings(state_dir=str(with_example_parse(tmp_path / "state"))))
     ltv = AssetKey(["duckdb", "warehouse", "customer_ltv"])
     with DagsterInstance.ephemeral() as instance:
         tick = Ticks(defs, instance)

@@ -176,14 +176,24 @@ def _files(folder: Path) -> Iterator[Path]:
             yield p
 
 
-def project_hash(project_dir: Path, profiles: Path, cli_args: list[str]) -> str:
-    """Content hash of everything ``dbt parse`` reads: files, profile, vars/target, dbt version."""
+def project_hash(project_dir: Path, profiles: Path, cli_args: list[str], state_dir: str | None = None) -> str:
+    """Content hash of everything ``dbt parse`` reads: files, profile, vars/target, dbt version.
+
+    ``state_dir``: the state dir of a generated default profile, whose paths start there: it is
+    hashed as ``$STATE``. The manifest does not depend on where the state dir is (the profile's
+    paths are the warehouse and lake files, which parsing never opens), so neither do this key and
+    the dbt models' code versions made from it, and the same project parsed for another state
+    dir is the same cache entry.
+    """
     from importlib.metadata import version
 
     h = hashlib.sha256()
     for part in (MANIFEST_CACHE_VERSION, version("dbt-core"), version("dbt-duckdb"), json.dumps(cli_args), str(project_dir.resolve())):
         h.update(part.encode() + b"\0")
-    h.update((profiles / "profiles.yml").read_bytes() + b"\0")
+    profile = (profiles / "profiles.yml").read_text(encoding="utf-8")
+    if state_dir is not None:
+        profile = profile.replace(str(Path(state_dir).resolve()) + "/", "$STATE/")
+    h.update(profile.encode() + b"\0")
     for p in _files(project_dir):
         h.update(p.relative_to(project_dir).as_posix().encode() + b"\0")
         h.update(p.read_bytes() + b"\0")
@@ -321,9 +331,12 @@ def parse_project(
     cli_args: list[str],
     cache_dir: Path | None,
     selected: tuple[str, str, str] = ("fqn:*", "", ""),
+    state_dir: str | None = None,
 ) -> tuple[ParsedProject | None, list[SpecError]]:
-    """The project's manifest: from the cache, else ``dbt parse`` once (and the selection with ``dbt ls``)."""
-    key = project_hash(project_dir, profiles, [*cli_args, *selected])
+    """The project's manifest: from the cache, else ``dbt parse`` once (and the selection with ``dbt ls``).
+
+    ``state_dir``: given for the generated default profile (``project_hash``)."""
+    key = project_hash(project_dir, profiles, [*cli_args, *selected], state_dir)
     folder = (cache_dir / "dbt" / key) if cache_dir else Path(tempfile.mkdtemp(prefix="lineage-dbt-"))
     nodes_file, manifest_file = folder / "nodes.json", folder / "manifest.json"
     if nodes_file.exists() and manifest_file.exists():

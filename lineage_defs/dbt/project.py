@@ -127,7 +127,8 @@ def open_project(root: Path, pipeline: str, folder: Path, settings: LineageSetti
         profiles, is_default = profiles_dir(folder, settings, config.threads)
     except Exception as e:  # a dbt_project.yml that is not YAML
         return Opened(None, {}, [SpecError(f"cannot read dbt_project.yml: {e}", Location(f"{rel}/dbt_project.yml", 1, 1), "fix the YAML")])
-    parsed, errs = parse_project(folder, rel, profiles, config.cli_args(), settings.cache_dir, (config.select, config.exclude, config.selector))
+    selection = (config.select, config.exclude, config.selector)
+    parsed, errs = parse_project(folder, rel, profiles, config.cli_args(), settings.cache_dir, selection, settings.state_dir if is_default else None)
     errors.extend(errs)
     if parsed is None:
         return Opened(None, {}, errors)
