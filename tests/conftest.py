@@ -143,16 +143,24 @@ def s3_server() -> Iterator[S3Server]:
 REPO = Path(__file__).resolve().parent.parent
 DEMO_LOCATION = "lineage_defs"  # workspace.yaml's location_name
 
-# `make test` and `make check` export the demo's DAGSTER_HOME (the repository's dagster_home, for `make
-# demo`). A command a test starts that opens the instance of DAGSTER_HOME (`lineage-defs events`) must
-# not write the demo's storage, nor create it at the same time as another test process (SQLite tables
-# and their alembic version made twice): each test process has a Dagster home of its own, with the
-# demo's dagster.yaml. A test that needs an instance of its own still makes one.
-if os.environ.get("DAGSTER_HOME") and Path(os.environ["DAGSTER_HOME"]).resolve() == REPO / "dagster_home":
-    _home = Path(tempfile.mkdtemp(prefix="lineage-tests-dagster-home-"))
-    atexit.register(shutil.rmtree, _home, True)
+# `make test` and `make check` export the demo's DAGSTER_HOME and LINEAGE_STATE_DIR (the repository's
+# dagster_home and .lineage, for `make demo`). What a test runs with them (`lineage-defs events` opens the
+# instance of DAGSTER_HOME; a load from the environment writes its caches and dbt profile to the state
+# dir) must not write the demo's files, nor create them at the same time as another test process (SQLite
+# tables and their alembic version made twice; one DuckDB writer): each test process has a Dagster home
+# (with the demo's dagster.yaml) and a state dir of its own. A test that needs its own still makes one.
+def _own(variable: str, demo: Path, prefix: str) -> Path | None:
+    if not os.environ.get(variable) or Path(os.environ[variable]).resolve() != demo:
+        return None
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, True)
+    os.environ[variable] = str(path)
+    return path
+
+
+if (_home := _own("DAGSTER_HOME", REPO / "dagster_home", "lineage-tests-dagster-home-")) is not None:
     shutil.copy(REPO / "dagster_home" / "dagster.yaml", _home / "dagster.yaml")
-    os.environ["DAGSTER_HOME"] = str(_home)
+_own("LINEAGE_STATE_DIR", REPO / ".lineage", "lineage-tests-state-")
 
 
 # The example's dbt project, parsed once per test process: a fresh state dir of the example starts from

@@ -55,7 +55,7 @@ def project(scripts: Path) -> Project:
 
 
 def _site(project: Project, out: Path, **settings: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    build_site(project, out, LineageSettings(**settings))
+    build_site(project, out, LineageSettings(**{"state_dir": str(out.parent / "state"), **settings}))  # not the working directory's .lineage
     index = json.loads((out / "data" / "index.json").read_text())
     files = {uri: json.loads((out / "data" / "a" / f"{shard}.json").read_text())[uri] for uri, shard, _, _ in index["assets"]}
     return index, files
@@ -109,7 +109,7 @@ def test_an_asset_page_has_its_description_owners_partitions_columns_tests_and_l
 
 def test_the_site_loads_nothing_from_the_network_and_ships_the_librarys_licence(project: Project, tmp_path: Path) -> None:
     site = tmp_path / "site"
-    build_site(project, site, LineageSettings())
+    build_site(project, site, LineageSettings(state_dir=str(tmp_path / "state")))
     html = (site / "index.html").read_text()
     refs = re.findall(r'(?:src|href)="([^"]+)"', html)
     assert "vendor/cytoscape.min.js" in refs and all(not r.startswith(("http:", "https:", "//")) for r in refs), refs
@@ -121,15 +121,15 @@ def test_the_site_loads_nothing_from_the_network_and_ships_the_librarys_licence(
 
 def test_a_build_replaces_its_previous_build_but_no_other_folder(project: Project, tmp_path: Path) -> None:
     site = tmp_path / "site"
-    build_site(project, site, LineageSettings())
+    build_site(project, site, LineageSettings(state_dir=str(tmp_path / "state")))
     (site / "data" / "a" / "stale.json").write_text("{}")
-    build_site(project, site, LineageSettings())
+    build_site(project, site, LineageSettings(state_dir=str(tmp_path / "state")))
     assert not (site / "data" / "a" / "stale.json").exists() and (site / MARKER).exists()
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
     with pytest.raises(RunError, match="not empty") as e:
-        build_site(project, other, LineageSettings())
+        build_site(project, other, LineageSettings(state_dir=str(tmp_path / "state")))
     assert "empty or new folder" in e.value.render()
     assert (other / "notes.txt").read_text() == "keep me"
 
@@ -236,7 +236,7 @@ eval(grab('split') + '\n' + grab('walk') + '\nglobalThis.walk = walk;');
 def test_the_pages_walk_is_impacts_for_every_column(project: Project, tmp_path: Path) -> None:
     """app.js's walk (run in Node over the built files) answers exactly ColumnGraph.walk, for every column of the example."""
     site = tmp_path / "site"
-    build_site(project, site, LineageSettings())
+    build_site(project, site, LineageSettings(state_dir=str(tmp_path / "state")))
     graph = ColumnGraph.build(project)
     specs = sorted(f"{a}.{c}" for a, cols in graph.columns.items() for c in cols)
     assert len(specs) > 80
