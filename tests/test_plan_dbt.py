@@ -67,6 +67,24 @@ def test_the_parse_cache_and_code_versions_do_not_depend_on_where_the_state_dir_
     monkeypatch.undo()
     assert not second.errors and {p.name for p in (tmp_path / "two" / "cache" / "dbt").iterdir()} == key
     assert [(s.uri, s.content_hash) for s in second.steps] == [(s.uri, s.content_hash) for s in first.steps]
+    # a build starts from the cached partial parse only with the profile dbt made it with (dbt would
+    # reject it, paths included); a build that found none leaves dbt's own for the next ones
+    (one,), (two,) = first.dbt_projects, second.dbt_projects
+    assert (one.target_path(root, "r1") / "partial_parse.msgpack").exists()
+    built = two.target_path(root, "r2")
+    assert not (built / "partial_parse.msgpack").exists()
+    (built / "partial_parse.msgpack").write_bytes(b"dbt's own, made with the second profile")
+    two.keep_partial_parse(built)
+    assert (two.target_path(root, "r3") / "partial_parse.msgpack").read_bytes() == b"dbt's own, made with the second profile"
+    assert (one.target_path(root, "r4") / "partial_parse.msgpack").read_bytes() != b"dbt's own, made with the second profile"  # each state dir's own entry
+    # unless the project's Jinja reads the target's paths: then where the state dir is counts
+    folder = root / "p" / "dbt"
+    one, two = (next((tmp_path / s / "dbt" / "profiles").iterdir()) for s in ("one", "two"))
+    assert dbt_manifest.project_hash(folder, one, [], str(tmp_path / "one")) == dbt_manifest.project_hash(folder, two, [], str(tmp_path / "two"))
+    (folder / "macros").mkdir()
+    (folder / "macros" / "where.sql").write_text("{% macro where() %}{{ target.path }}{% endmacro %}\n")
+    assert dbt_manifest.project_hash(folder, one, [], str(tmp_path / "one")) != dbt_manifest.project_hash(folder, two, [], str(tmp_path / "two"))
+    (folder / "macros" / "where.sql").unlink()
     # what the parse does see still counts: more threads in the generated profile is another entry
     (root / "p" / "dbt" / "lineage.yml").write_text("threads: 4\n")
     load_project(root, LineageSettings(state_dir=str(tmp_path / "two")))

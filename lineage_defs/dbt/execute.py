@@ -154,6 +154,7 @@ class DbtRun:
         yield from checks
         if failure is not None:
             raise failure  # the run's target path stays for debugging
+        project.keep_partial_parse(build_target)
         shutil.rmtree(build_target, ignore_errors=True)  # compiled SQL of every model: not kept run after run
 
     def _columns(self, built: Sequence[DbtStep], manifest: dict[str, Any]) -> Columns:

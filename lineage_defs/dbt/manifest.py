@@ -180,24 +180,32 @@ def project_hash(project_dir: Path, profiles: Path, cli_args: list[str], state_d
     """Content hash of everything ``dbt parse`` reads: files, profile, vars/target, dbt version.
 
     ``state_dir``: the state dir of a generated default profile, whose paths start there: it is
-    hashed as ``$STATE``. The manifest does not depend on where the state dir is (the profile's
-    paths are the warehouse and lake files, which parsing never opens), so neither do this key and
-    the dbt models' code versions made from it, and the same project parsed for another state
-    dir is the same cache entry.
+    hashed as ``$STATE``, unless a file of the project reads the target's paths in Jinja
+    (``target.path``, ``target.attach``…, ``TARGET_PATHS``). Otherwise the manifest does not depend
+    on where the state dir is (parsing never opens the warehouse and lake files), so neither do
+    this key and the dbt models' code versions made from it, and the same project parsed for
+    another state dir is the same cache entry.
     """
     from importlib.metadata import version
 
     h = hashlib.sha256()
     for part in (MANIFEST_CACHE_VERSION, version("dbt-core"), version("dbt-duckdb"), json.dumps(cli_args), str(project_dir.resolve())):
         h.update(part.encode() + b"\0")
+    reads_paths = False
+    for p in _files(project_dir):
+        data = p.read_bytes()
+        reads_paths = reads_paths or TARGET_PATHS.search(data) is not None
+        h.update(p.relative_to(project_dir).as_posix().encode() + b"\0")
+        h.update(data + b"\0")
     profile = (profiles / "profiles.yml").read_text(encoding="utf-8")
-    if state_dir is not None:
+    if state_dir is not None and not reads_paths:
         profile = profile.replace(str(Path(state_dir).resolve()) + "/", "$STATE/")
     h.update(profile.encode() + b"\0")
-    for p in _files(project_dir):
-        h.update(p.relative_to(project_dir).as_posix().encode() + b"\0")
-        h.update(p.read_bytes() + b"\0")
     return h.hexdigest()[:32]
+
+
+# Jinja reading what of dbt's ``target`` holds paths (dbt-duckdb's path, attach, settings…), or any of it by key
+TARGET_PATHS = re.compile(rb"\btarget\s*(?:\[|\.\s*get\b|\.\s*(?:path|attach|config_options|settings|external_root|filesystems|plugins|extensions)\b)")
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -369,14 +377,36 @@ def parse_project(
         nodes["compiled"] = json.loads(compiled.read_text()) if compiled.exists() else {}
         failed = Path(tmp) / "compile_failed.json"
         nodes["compile_failed"] = json.loads(failed.read_text()) if failed.exists() else {}
-        if (Path(tmp) / "partial_parse.msgpack").exists():  # lets every build skip a full re-parse
-            fd, part = tempfile.mkstemp(dir=folder, prefix=".msgpack-")
-            os.close(fd)
-            shutil.copyfile(Path(tmp) / "partial_parse.msgpack", part)
-            os.replace(part, folder / "partial_parse.msgpack")
+        if (Path(tmp) / PARTIAL_PARSE).exists():  # lets every build skip a full re-parse
+            keep_partial_parse(Path(tmp) / PARTIAL_PARSE, folder, partial_parse_profile(profiles))
     _atomic_write(manifest_file, json.dumps(slim_manifest(manifest)))
     _atomic_write(nodes_file, json.dumps(nodes))
     return ParsedProject(key, str(manifest_file), nodes), []
+
+
+PARTIAL_PARSE = "partial_parse.msgpack"
+
+
+def partial_parse_profile(profiles: Path) -> str:
+    """The profile a partial parse is made with (dbt rejects one made with other connection values, paths included)."""
+    return hashlib.sha256((profiles / "profiles.yml").read_bytes()).hexdigest()[:32]
+
+
+def keep_partial_parse(source: Path, folder: Path, profile: str) -> None:
+    """``source``, dbt's partial parse made with ``profile``, as the one of the cache entry ``folder``."""
+    fd, part = tempfile.mkstemp(dir=folder, prefix=".msgpack-")
+    os.close(fd)
+    shutil.copyfile(source, part)
+    os.replace(part, folder / PARTIAL_PARSE)
+    _atomic_write(folder / "partial_parse.profile", profile)
+
+
+def partial_parse_fits(folder: Path, profile: str) -> bool:
+    """Whether the cache entry ``folder`` holds a partial parse made with ``profile``."""
+    try:
+        return (folder / PARTIAL_PARSE).exists() and (folder / "partial_parse.profile").read_text() == profile
+    except OSError:
+        return False
 
 
 def _dbt_error(done: subprocess.CompletedProcess[str]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 from lineage_defs import uris
 from lineage_defs.dbt.config import DbtConfig, parse_lineage_yml
-from lineage_defs.dbt.manifest import own_target, parse_project, profiles_dir
+from lineage_defs.dbt.manifest import PARTIAL_PARSE, keep_partial_parse, own_target, parse_project, partial_parse_fits, partial_parse_profile, profiles_dir
 from lineage_defs.dbt.relations import ASSET_TYPES, is_asset, model_uri, source_uri
 from lineage_defs.errors import LineageDefsError, Location, SpecError
 from lineage_defs.settings import LineageSettings
@@ -75,13 +75,21 @@ class DbtProject:
         return dict(json.loads(Path(self.manifest_path).read_text()))
 
     def target_path(self, pipelines_dir: str | Path, run_id: str) -> Path:
-        """A target path of one run's own, seeded with the cached partial parse (no full re-parse per run)."""
+        """A target path of one run's own, seeded with the cached partial parse made with this profile (no full re-parse per run)."""
         target = self.project_dir(pipelines_dir) / "target" / f"lineage-{run_id[:8]}-{uuid.uuid4().hex[:8]}"
         target.mkdir(parents=True, exist_ok=True)
-        cached = Path(self.manifest_path).parent / "partial_parse.msgpack"
-        if cached.exists():
-            shutil.copyfile(cached, target / "partial_parse.msgpack")
+        cached = Path(self.manifest_path).parent
+        if partial_parse_fits(cached, partial_parse_profile(Path(self.profiles_dir))):
+            shutil.copyfile(cached / PARTIAL_PARSE, target / PARTIAL_PARSE)
         return target
+
+    def keep_partial_parse(self, target: Path) -> None:
+        """After a build that found no partial parse made with this profile (the manifest cache entry
+        is shared by state dirs, whose profiles differ in their paths: the state dir moved, or started
+        from a copy of another's cache), dbt's own of that build, for the next ones."""
+        cached, profile = Path(self.manifest_path).parent, partial_parse_profile(Path(self.profiles_dir))
+        if (target / PARTIAL_PARSE).exists() and not partial_parse_fits(cached, profile):
+            keep_partial_parse(target / PARTIAL_PARSE, cached, profile)
 
     def lineage_cache(self, settings: LineageSettings) -> Path | None:
         """Where the lineage pass keeps compiled-SQL analyses of this project."""
