@@ -378,7 +378,7 @@ def parse_project(
         failed = Path(tmp) / "compile_failed.json"
         nodes["compile_failed"] = json.loads(failed.read_text()) if failed.exists() else {}
         if (Path(tmp) / PARTIAL_PARSE).exists():  # lets every build skip a full re-parse
-            keep_partial_parse(Path(tmp) / PARTIAL_PARSE, folder, partial_parse_profile(profiles))
+            store_partial_parse(Path(tmp) / PARTIAL_PARSE, folder, partial_parse_profile(profiles))
     _atomic_write(manifest_file, json.dumps(slim_manifest(manifest)))
     _atomic_write(nodes_file, json.dumps(nodes))
     return ParsedProject(key, str(manifest_file), nodes), []
@@ -392,7 +392,7 @@ def partial_parse_profile(profiles: Path) -> str:
     return hashlib.sha256((profiles / "profiles.yml").read_bytes()).hexdigest()[:32]
 
 
-def keep_partial_parse(source: Path, folder: Path, profile: str) -> None:
+def store_partial_parse(source: Path, folder: Path, profile: str) -> None:
     """``source``, dbt's partial parse made with ``profile``, as the one of the cache entry ``folder``."""
     fd, part = tempfile.mkstemp(dir=folder, prefix=".msgpack-")
     os.close(fd)

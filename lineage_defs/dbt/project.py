@@ -20,7 +20,7 @@ from typing import Any
 
 from lineage_defs import uris
 from lineage_defs.dbt.config import DbtConfig, parse_lineage_yml
-from lineage_defs.dbt.manifest import PARTIAL_PARSE, keep_partial_parse, own_target, parse_project, partial_parse_fits, partial_parse_profile, profiles_dir
+from lineage_defs.dbt.manifest import PARTIAL_PARSE, own_target, parse_project, partial_parse_fits, partial_parse_profile, profiles_dir, store_partial_parse
 from lineage_defs.dbt.relations import ASSET_TYPES, is_asset, model_uri, source_uri
 from lineage_defs.errors import LineageDefsError, Location, SpecError
 from lineage_defs.settings import LineageSettings
@@ -89,7 +89,7 @@ class DbtProject:
         from a copy of another's cache), dbt's own of that build, for the next ones."""
         cached, profile = Path(self.manifest_path).parent, partial_parse_profile(Path(self.profiles_dir))
         if (target / PARTIAL_PARSE).exists() and not partial_parse_fits(cached, profile):
-            keep_partial_parse(target / PARTIAL_PARSE, cached, profile)
+            store_partial_parse(target / PARTIAL_PARSE, cached, profile)
 
     def lineage_cache(self, settings: LineageSettings) -> Path | None:
         """Where the lineage pass keeps compiled-SQL analyses of this project."""
