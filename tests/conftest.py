@@ -246,15 +246,27 @@ def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("demo")
 
 
+# The shared demo while it runs: stopped after the last test of SHARE_THE_DEMO's modules, not at the
+# end of the session (an idle demo's daemon, code servers and webserver took ~120 CPU-s of a `make
+# test` that still had ~14 minutes to go on its process).
+_shared_demo: list[tuple[Any, Path]] = []
+
+
+def _stop_shared_demo() -> None:
+    while _shared_demo:
+        stop_demo(*_shared_demo.pop())
+
+
 @pytest.fixture(scope="session")
 def demo(demo_root: Path) -> Iterator[Any]:
     """The suite's `make demo`, shared by the webserver and browser tests (each uses partitions of its
-    own); every process it started is gone after the session."""
+    own); every process it started is gone once the last of them ran."""
     server = start_demo(demo_root)
+    _shared_demo.append((server, demo_root))
     try:
         yield server
     finally:
-        stop_demo(server, demo_root)
+        _stop_shared_demo()
 
 
 @pytest.fixture
@@ -419,8 +431,21 @@ LONGEST_FIRST = (
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # the shared demo stops after these modules' last test (pytest_runtest_teardown)
+        if "demo" in getattr(item, "fixturenames", ()) and item.path.stem not in SHARE_THE_DEMO:
+            raise pytest.UsageError(f"{item.nodeid} uses the shared `demo`: add its module to SHARE_THE_DEMO in tests/conftest.py")
     rank = {m: i for i, m in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: each module stays together
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the last test on the shared demo (xdist runs a test once it knows the next one), stop it."""
+    try:
+        return (yield)
+    finally:
+        if item.path.stem in SHARE_THE_DEMO and (nextitem is None or nextitem.path.stem not in SHARE_THE_DEMO):
+            _stop_shared_demo()
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
