@@ -4,6 +4,7 @@ and dbt's own errors located."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,24 @@ def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
     assert len(list((cache / "dbt").iterdir())) == 2  # a changed model is a new manifest
     edges = {(e.source, e.target, e.kind) for e in changed.steps[0].column_edges + changed.steps[1].column_edges}
     assert ("ducklake://main/raw.amount", "dbt://warehouse/main/stg.doubled", "copy") in edges
+
+
+@pytest.mark.dbt
+def test_with_caching_off_the_manifest_lives_as_long_as_its_process(tmp_path: Path) -> None:
+    """No cache dir: the parse goes to a folder of the process, read while it runs, gone after it exits."""
+    root, tmp = write_files(tmp_path / "pipelines", SMALL), tmp_path / "tmp"
+    tmp.mkdir()
+    code = (
+        "import json, os\nfrom pathlib import Path\nfrom lineage_defs.project import load_project\n"
+        f"p = load_project(Path({str(root)!r}))\n"  # no settings: caching off
+        "print(json.dumps({'steps': len(p.steps), 'errors': [e.render() for e in p.errors], 'manifests': [str(m) for m in Path(os.environ['TMPDIR']).rglob('manifest.json')]}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp)})
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["steps"] == 3 and not seen["errors"], seen
+    assert len(seen["manifests"]) == 1, seen  # the manifest was there while the process ran
+    assert not list(tmp.glob("lineage-dbt-*")), list(tmp.iterdir())
 
 
 @pytest.mark.dbt

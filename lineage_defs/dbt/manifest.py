@@ -19,6 +19,7 @@ parse`` does not connect).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -332,6 +333,24 @@ class ParsedProject:
     nodes: dict[str, Any]  # plan_nodes()
 
 
+_SCRATCH: list[str] = []
+
+
+def _scratch() -> str:
+    """This process' folder for manifests parsed with caching off: they are read for as long as the
+    Definitions live, and removed when the process exits (not by a forked child's exit)."""
+    if not _SCRATCH:
+        path, pid = tempfile.mkdtemp(prefix="lineage-dbt-"), os.getpid()
+
+        def remove() -> None:
+            if os.getpid() == pid:
+                shutil.rmtree(path, ignore_errors=True)
+
+        atexit.register(remove)
+        _SCRATCH.append(path)
+    return _SCRATCH[0]
+
+
 def parse_project(
     project_dir: Path,
     rel: str,
@@ -345,7 +364,7 @@ def parse_project(
 
     ``state_dir``: given for the generated default profile (``project_hash``)."""
     key = project_hash(project_dir, profiles, [*cli_args, *selected], state_dir)
-    folder = (cache_dir / "dbt" / key) if cache_dir else Path(tempfile.mkdtemp(prefix="lineage-dbt-"))
+    folder = (cache_dir / "dbt" / key) if cache_dir else Path(tempfile.mkdtemp(dir=_scratch()))
     nodes_file, manifest_file = folder / "nodes.json", folder / "manifest.json"
     if nodes_file.exists() and manifest_file.exists():
         try:
