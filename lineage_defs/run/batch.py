@@ -30,6 +30,7 @@ from lineage_defs.run.checks import PER_SLICE, CheckFailed, CheckOutcome, evalua
 from lineage_defs.run.context import PartitionWindow, bind_params, resolve_token
 from lineage_defs.run.engine import SLICE
 from lineage_defs.run.sql_step import SliceResult, StepRunner, write_request
+from lineage_defs.run.substrates import execute
 from lineage_defs.run.write import write
 from lineage_defs.run.write.base import WriteRequest, WriteResult
 from lineage_defs.settings import LineageSettings
@@ -151,7 +152,8 @@ class BatchRunner(StepRunner):
         as_ts = "TIMESTAMPTZ" if typ == "TIMESTAMP WITH TIME ZONE" else "TIMESTAMP"
         params = [bind_params(w) for w in self.batch_windows]
         # 1. The windows, and the buckets each one covers.
-        conn.execute(
+        execute(
+            conn,
             f"CREATE OR REPLACE TEMP TABLE {WINDOWS} AS SELECT key, lo, hi, "
             f"unnest(range(time_bucket(INTERVAL 15 MINUTE, CAST(lo AS {as_ts})), CAST(hi AS {as_ts}), INTERVAL 15 MINUTE)) AS bucket "
             f"FROM (SELECT unnest($keys) AS key, CAST(unnest($starts) AS {typ}) AS lo, CAST(unnest($ends) AS {typ}) AS hi)",
@@ -198,7 +200,7 @@ class BatchRunner(StepRunner):
 
         def custom(key: str) -> list[CheckOutcome]:
             conn = self.session.conn
-            conn.execute(f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT * EXCLUDE ({_q(PARTITION_COLUMN)}) FROM {BATCH} WHERE {_q(PARTITION_COLUMN)} = $p", {"p": key})
+            execute(conn, f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT * EXCLUDE ({_q(PARTITION_COLUMN)}) FROM {BATCH} WHERE {_q(PARTITION_COLUMN)} = $p", {"p": key})
             tests = tuple(t for t in self.step.tests if t.kind in PER_SLICE)
             try:
                 return self._evaluate(conn, windows[key], PART, tests)
@@ -235,7 +237,7 @@ class BatchRunner(StepRunner):
         schema: list[tuple[str, str]] = []
         for w in self.batch_windows:
             r = self.parts[w.key]
-            conn.execute(f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT * EXCLUDE ({_q(PARTITION_COLUMN)}) FROM {BATCH} WHERE {_q(PARTITION_COLUMN)} = $p", {"p": w.key})
+            execute(conn, f"CREATE OR REPLACE TEMP TABLE {PART} AS SELECT * EXCLUDE ({_q(PARTITION_COLUMN)}) FROM {BATCH} WHERE {_q(PARTITION_COLUMN)} = $p", {"p": w.key})
             req: WriteRequest = dataclasses.replace(write_request(self.step, r.target, w), slice_table=PART, slice_rows=r.rows)
             try:
                 wr = write(self.session, req, None)

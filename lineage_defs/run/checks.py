@@ -13,6 +13,7 @@ from typing import Any
 from lineage_defs.errors import Location, RunError
 from lineage_defs.parse.model import DataTest, Language, Severity, TestKind
 from lineage_defs.run.quoting import ident
+from lineage_defs.run.substrates import execute
 from lineage_defs.run.test_types import python_test, sql_test
 
 MAX_SAMPLES = 20
@@ -48,11 +49,11 @@ class CheckFailed(RunError):
 
 
 def _rows(conn: Any, sql: str, params: dict[str, Any] | None = None) -> tuple[int, list[dict[str, Any]]]:
-    cur = conn.execute(f"SELECT count(*) FROM ({sql})", params or None)
+    cur = execute(conn, f"SELECT count(*) FROM ({sql})", params)
     n = int(cur.fetchone()[0])
     if not n:
         return 0, []
-    cur = conn.execute(f"SELECT * FROM ({sql}) LIMIT {MAX_SAMPLES}", params or None)
+    cur = execute(conn, f"SELECT * FROM ({sql}) LIMIT {MAX_SAMPLES}", params)
     cols = [d[0] for d in cur.description]
     return n, [{c: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for c, v in zip(cols, row)} for row in cur.fetchall()]
 
@@ -157,10 +158,10 @@ def evaluate_by_partition(
             continue
         sql, params, desc = _violations(t, batch_table, ref_table, by)
         try:
-            counts = dict(conn.execute(f"SELECT {ident(by)}, count(*) FROM ({sql}) GROUP BY 1", params or None).fetchall())
+            counts = dict(execute(conn, f"SELECT {ident(by)}, count(*) FROM ({sql}) GROUP BY 1", params).fetchall())
             samples: dict[str, list[dict[str, Any]]] = {}
             if counts:
-                cur = conn.execute(f"SELECT * FROM ({sql}) QUALIFY row_number() OVER (PARTITION BY {ident(by)}) <= {MAX_SAMPLES}", params or None)
+                cur = execute(conn, f"SELECT * FROM ({sql}) QUALIFY row_number() OVER (PARTITION BY {ident(by)}) <= {MAX_SAMPLES}", params)
                 cols = [d[0] for d in cur.description]
                 for row in cur.fetchall():
                     rec = {c: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for c, v in zip(cols, row)}

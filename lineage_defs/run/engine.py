@@ -16,6 +16,7 @@ from lineage_defs.errors import Location
 from lineage_defs.events.store import Event
 from lineage_defs.parse.model import Language
 from lineage_defs.run.compile import Compiled
+from lineage_defs.run.substrates import without_pandas
 
 if TYPE_CHECKING:
     from lineage_defs.plan.spec import ScriptStep
@@ -54,8 +55,10 @@ class SqlEngine(Protocol):
 
 def stage_table(conn: Any, table: Any) -> None:
     """An Arrow table as ``SLICE`` in the DuckDB connection."""
-    conn.register("__lineage_arrow", table)
+    with without_pandas():  # (DuckDB asks whether it is a pandas DataFrame)
+        conn.register("__lineage_arrow", table)
     try:
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE {SLICE} AS SELECT * FROM __lineage_arrow")
+        with without_pandas():
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE {SLICE} AS SELECT * FROM __lineage_arrow")
     finally:
         conn.unregister("__lineage_arrow")

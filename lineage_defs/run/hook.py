@@ -52,14 +52,14 @@ def run_hook(settings: LineageSettings, path: str, language: Language, context: 
 
 
 def _run_sql(settings: LineageSettings, file: Path, payload: str) -> None:
-    from lineage_defs.run.substrates import Session
+    from lineage_defs.run.substrates import Session, execute
 
     body, _ = split_body(file.read_text(encoding="utf-8"), Language.DUCKDB)
     columns = [f"j->>'{f}' AS {f}" for f in TEXT_FIELDS]
     columns += [f"CAST(j->'{f}' AS VARCHAR[]) AS {f}" for f in LIST_FIELDS]
     columns += ["CAST(j->>'attempt' AS INTEGER) AS attempt", "j AS context"]
     with Session(settings) as s:
-        s.conn.execute(f"CREATE TEMP TABLE hook AS SELECT {', '.join(columns)} FROM (SELECT CAST($1 AS JSON) AS j)", [payload])
+        execute(s.conn, f"CREATE TEMP TABLE hook AS SELECT {', '.join(columns)} FROM (SELECT CAST($1 AS JSON) AS j)", [payload])
         try:
             s.conn.execute(body)
         except Exception as e:  # duckdb's errors: the hook failed

@@ -17,6 +17,7 @@ from lineage_defs import uris
 from lineage_defs.errors import Location, RunError
 from lineage_defs.plan.spec import PARTITION_COLUMN, ScriptStep
 from lineage_defs.run.context import PartitionWindow, resolve_token
+from lineage_defs.run.substrates import execute
 from lineage_defs.run.write.context import split_qualified
 
 
@@ -35,7 +36,7 @@ def _object_exists(session: Any, location: str) -> bool:
     if not location.startswith("s3://"):
         return os.path.exists(location) or any(c in location for c in "*?[")
     try:
-        row = session.conn.execute("SELECT count(*) FROM read_blob($p)", {"p": location}).fetchone()
+        row = execute(session.conn, "SELECT count(*) FROM read_blob($p)", {"p": location}).fetchone()
     except Exception:  # no access at all is not "missing": let the original error speak
         return True
     return bool(row and row[0])
@@ -47,7 +48,8 @@ def _table_exists(session: Any, uri: str) -> bool | None:
     if f"{u.kind}://{u.authority}" not in session.aliases:
         return None
     catalog, schema, table = split_qualified(session.table_sql(uri))
-    row = session.conn.execute(
+    row = execute(
+        session.conn,
         "SELECT count(*) FROM (SELECT database_name, schema_name, table_name AS name FROM duckdb_tables() "
         "UNION ALL SELECT database_name, schema_name, view_name FROM duckdb_views()) "
         "WHERE database_name = $c AND schema_name = $s AND name = $t",
@@ -91,7 +93,7 @@ def missing_partitions(session: Any, step: ScriptStep, window: PartitionWindow |
             if PARTITION_COLUMN not in cols:
                 continue
             col = '"' + PARTITION_COLUMN + '"'
-            row = session.conn.execute(f"SELECT 1 FROM {table} WHERE {col} = $p LIMIT 1", {"p": window.key}).fetchone()
+            row = execute(session.conn, f"SELECT 1 FROM {table} WHERE {col} = $p LIMIT 1", {"p": window.key}).fetchone()
         except Exception:
             continue
         if row is None:

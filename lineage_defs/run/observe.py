@@ -7,7 +7,7 @@ from typing import Any
 
 from lineage_defs.run.context import PartitionWindow
 from lineage_defs.run.contract import SliceReport
-from lineage_defs.run.substrates import Session
+from lineage_defs.run.substrates import Session, execute
 from lineage_defs.settings import LineageSettings
 
 _READERS = {".parquet": "read_parquet", ".csv": "read_csv", ".json": "read_json_auto", ".jsonl": "read_json_auto", ".ndjson": "read_json_auto"}
@@ -31,8 +31,8 @@ def observe(settings: LineageSettings, target: str, window: PartitionWindow | No
             else:
                 rel = s.table_sql(target)
                 snapshot = s.snapshot_id(s.alias_for(target))
-            row = s.conn.execute(f"SELECT count(*) FROM {rel}", params or None).fetchone()
-            cur = s.conn.execute(f"SELECT * FROM {rel} LIMIT 0", params or None)
+            row = execute(s.conn, f"SELECT count(*) FROM {rel}", params).fetchone()
+            cur = execute(s.conn, f"SELECT * FROM {rel} LIMIT 0", params)
             schema = tuple((d[0], str(d[1])) for d in cur.description)
             return SliceReport(target, partition, rows=int(row[0]) if row else 0, schema=schema, snapshot_id=snapshot)
         except Exception as e:  # observing is best effort: the step itself succeeded

@@ -144,7 +144,6 @@ class StepRunner:
         self.batch = batch  # a triggered run's events: `_events`, and the id the write records
         engine = ENGINES.get(step.language, DuckDBEngine)
         own = uses_substrates([s for s, _, _ in _statements(step)], engine.language)
-        _preload_pandas()
         self.owns_session = session is None
         self.session = session or Session(settings, skip=frozenset(own) | unused_defaults(step))
         self.engine: SqlEngine = engine(settings, step, self.session)
@@ -389,12 +388,3 @@ class StepRunner:
             result.checks = e.outcomes
             raise
 
-
-def _preload_pandas() -> None:
-    """Import pandas before the step's first query: DuckDB imports it on the first query with bound
-    parameters, inside the query, and a cancellation's SIGINT arriving during that import is lost
-    there (the query then runs to its end). A run's step pays this import either way."""
-    try:
-        import pandas  # noqa: F401
-    except ImportError:  # DuckDB then imports nothing either
-        pass

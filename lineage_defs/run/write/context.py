@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from lineage_defs.errors import RunError, did_you_mean
 from lineage_defs.run import cancel
+from lineage_defs.run.substrates import execute
 from lineage_defs.run.quoting import ident
 from lineage_defs.run.write.base import PARTITION_COLUMN, SchemaChange, WriteRequest, WriteResult
 
@@ -95,7 +96,7 @@ class WriteContext:
         if unstaged:
             params = {**(self.req.slice_params or {}), **(params or {})}
         try:
-            return self.session.conn.execute(sql, params or None)
+            return execute(self.session.conn, sql, params)
         except duckdb.Error as e:
             if unstaged:  # the step's own SELECT runs inside this statement: its failure is the statement's
                 raise RunError(f"statement failed: {e}", fix="fix the statement shown above") from e
