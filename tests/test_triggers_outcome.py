@@ -37,12 +37,30 @@ def test_a_run_in_flight_is_waited_for_whatever_else_happened() -> None:
 
 
 def test_a_failure_dagster_will_retry_is_left_to_dagster() -> None:
-    v = verdict("s-1", 0, [run("r1", "FAILURE", 0, 5, will_retry=True)], 10_000.0, P)
-    assert v.next is Next.RETRYING
+    v = verdict("s-1", 0, [run("r1", "FAILURE", 0, 5, will_retry=True)], 5 + 59.0, P)
+    assert (v.next, v.retry_lost) == (Next.RETRYING, None)
     # its retry failed too and Dagster's retries are used up: the sensor's backoff takes over
     runs = [run("r1", "FAILURE", 0, 5, will_retry=True), run("r2", "FAILURE", 6, 8)]
     v = verdict("s-1", 0, runs, 9.0, P)
     assert (v.next, round(v.wait)) == (Next.WAITING, 29)
+
+
+def test_a_retry_dagster_announced_and_never_launched_goes_on_as_the_sensors_next_attempt() -> None:
+    """Dagster's run-retry daemon reads a failure once, with the run; a failure it read before the run's
+    FAILURE status was written is passed over for good, though the run says ``dagster/will_retry`` (CI saw a
+    batch "retrying" for six minutes). After RETRY_LAUNCH_GRACE the sensor's attempts go on, naming the run."""
+    announced = run("r1", "FAILURE", 0, 5, will_retry=True)
+    v = verdict("s-1", 0, [announced], 5 + 61.0, P)
+    assert (v.next, v.attempt, v.run_key, v.retry_lost) == (Next.ASK, 2, "s-1/0.2", "r1")
+    assert "did not retry it in 60 s" in v.reason
+    # once the sensor set the tag to false (so a late retry cannot double the attempt) it is a failure as any other
+    assert verdict("s-1", 0, [run("r1", "FAILURE", 0, 5)], 5 + 61.0, P).retry_lost is None
+    # the last attempt's announced retry lost: given up, as after any last failure
+    v = verdict("s-1", 0, [run("r1", "FAILURE", 0, 5, attempt=3, will_retry=True)], 5 + 61.0, P)
+    assert (v.next, v.retry_lost) == (Next.GIVE_UP, "r1")
+    # a launched retry is the batch's last run: whatever its parent says, it is waited for
+    v = verdict("s-1", 0, [announced, run("r2", "STARTED", 7)], 10_000.0, P)
+    assert (v.next, v.retry_lost) == (Next.RUNNING, None)
 
 
 def test_the_sensor_asks_again_after_a_doubling_backoff_then_gives_up() -> None:

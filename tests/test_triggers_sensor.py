@@ -100,3 +100,29 @@ def test_a_batch_whose_attempts_ran_out_is_given_up_on_its_last_run(tmp_path: Pa
             store.replay(batch)
         (replayed,) = _tick(sensor, defs, instance).run_requests
         assert replayed.run_key == f"{batch}/1.1" and replayed.tags["lineage/replay"] == "1"
+
+
+def test_a_retry_dagster_announced_but_never_launched_is_the_sensors_next_attempt(tmp_path: Path, monkeypatch: Any) -> None:
+    """Dagster's run-retry daemon reads a failure once; one it read before the run's FAILURE status was
+    written it passes over for good, though the run says ``dagster/will_retry`` (no retry daemon runs here:
+    the same for the sensor). Within the grace the batch waits for Dagster; after it, the sensor asks for
+    the next attempt and sets the run's tag to false, so a late retry of Dagster's cannot double it."""
+    from lineage_defs.triggers import outcome
+
+    settings, defs, sensor = _world(tmp_path)
+    _add(settings, 1)
+    job = defs.resolve_implicit_global_asset_job_def()
+    with dg.instance_for_test(overrides={"run_retries": {"enabled": True}}) as instance:
+        (req,) = _tick(sensor, defs, instance).run_requests
+        run = instance.create_run_for_job(job_def=job, tags=dict(req.tags))
+        instance.report_run_failed(run, "the run worker died")
+        failed = instance.get_run_by_id(run.run_id)
+        assert failed is not None and failed.tags.get("dagster/will_retry") == "true"  # Dagster's decision
+        waiting = _tick(sensor, defs, instance)
+        assert not waiting.run_requests and "batches 1 retrying" in (waiting.skip_message or "")
+
+        monkeypatch.setattr(outcome, "RETRY_LAUNCH_GRACE", 0.0, raising=False)  # the grace is over
+        (again,) = _tick(sensor, defs, instance).run_requests
+        assert again.tags[BATCH_TAG] == req.tags[BATCH_TAG] and again.tags["lineage/attempt"] == "2"
+        tagged = instance.get_run_by_id(run.run_id)
+        assert tagged is not None and tagged.tags.get("dagster/will_retry") == "false"

@@ -7,7 +7,9 @@ then it is run again (SPEC section 6, "until it succeeds"), by two layers:
    ``dagster/max_retries`` (``LineageSettings.batch_retries``) and
    ``dagster/retry_on_asset_or_op_failure``, so the daemon re-executes a run
    that failed, or whose worker died (run monitoring marks it failed), with
-   the parent's tags — the same batch.
+   the parent's tags — the same batch. A retry Dagster announced
+   (``dagster/will_retry``) and did not launch within ``RETRY_LAUNCH_GRACE``
+   is left to the next layer.
 2. The sensor's attempts, with backoff: when a batch's runs all ended without
    success and Dagster will not retry again, the sensor asks for a new run
    (a new run key) ``batch_backoff × 2^(n-1)`` seconds after the last one
@@ -49,6 +51,13 @@ WILL_RETRY_TAG = "dagster/will_retry"
 # between them; a worker that dies there leaves the tag to the run-retry daemon). A failed run without the
 # tag, on an instance with run retries on, is not yet decided for this long after it ended.
 RETRY_DECISION_GRACE = 60.0
+# Dagster's run-retry daemon reads each run failure once, from the event log, together with the run; Dagster
+# writes the failure event before the run's FAILURE status, so a failure read between the two is passed over
+# for good (CI, 2026-12-07: a run failed by run monitoring's start timeout, tagged will_retry, never retried;
+# the batch said "retrying" until the test gave up). A run tagged will_retry with no retry this long after it
+# ended is taken as passed over: the sensor's attempts go on, and the sensor first sets its tag to false, so
+# a retry Dagster makes late cannot double the next attempt.
+RETRY_LAUNCH_GRACE = 60.0
 
 _FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 
@@ -96,6 +105,7 @@ class Verdict:
     run_key: str | None = None  # ASK: the new run's key
     last_run: str | None = None
     wait: float = 0.0  # WAITING: seconds until the next attempt
+    retry_lost: str | None = None  # a failed run Dagster said it would retry and did not (RETRY_LAUNCH_GRACE)
 
 
 def run_key(batch: str, replay: int, attempt: int) -> str:
@@ -125,14 +135,19 @@ def verdict(batch: str, replay: int, runs: Sequence[RunInfo], now: float, policy
     last = max(current, key=lambda r: r.created)
     made = max(r.attempt for r in current)
     failed = f"{sum(1 for r in current)} run(s) failed, the last {last.run_id} ({last.status.lower()})"
+    ended = last.ended if last.ended is not None else last.created
+    lost = None
     if last.will_retry:
-        return Verdict(Next.RETRYING, f"{failed}; Dagster retries it", n, made, last_run=last.run_id)
+        if now - ended < RETRY_LAUNCH_GRACE:
+            return Verdict(Next.RETRYING, f"{failed}; Dagster retries it", n, made, last_run=last.run_id)
+        lost = last.run_id
+        failed += f"; Dagster did not retry it in {RETRY_LAUNCH_GRACE:.0f} s"
     if made >= policy.attempts:
-        return Verdict(Next.GIVE_UP, f"{failed}; {made} of {policy.attempts} attempts used", n, made, last_run=last.run_id)
-    due = (last.ended if last.ended is not None else last.created) + policy.backoff * 2 ** (made - 1)
+        return Verdict(Next.GIVE_UP, f"{failed}; {made} of {policy.attempts} attempts used", n, made, last_run=last.run_id, retry_lost=lost)
+    due = ended + policy.backoff * 2 ** (made - 1)
     if now < due:
-        return Verdict(Next.WAITING, f"{failed}; attempt {made + 1} of {policy.attempts} in {due - now:.0f} s", n, made, last_run=last.run_id, wait=due - now)
-    return Verdict(Next.ASK, f"{failed}; attempt {made + 1} of {policy.attempts}", n, made + 1, run_key(batch, replay, made + 1), last.run_id)
+        return Verdict(Next.WAITING, f"{failed}; attempt {made + 1} of {policy.attempts} in {due - now:.0f} s", n, made, last_run=last.run_id, wait=due - now, retry_lost=lost)
+    return Verdict(Next.ASK, f"{failed}; attempt {made + 1} of {policy.attempts}", n, made + 1, run_key(batch, replay, made + 1), last.run_id, retry_lost=lost)
 
 
 def _int(text: str | None, default: int) -> int:

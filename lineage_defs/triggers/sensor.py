@@ -47,7 +47,9 @@ from lineage_defs.triggers.outcome import (
     GAVE_UP_TAG,
     MAX_RETRIES_TAG,
     REPLAY_TAG,
+    RETRY_LAUNCH_GRACE,
     RETRY_ON_FAILURE_TAG,
+    WILL_RETRY_TAG,
     Next,
     Policy,
     Verdict,
@@ -194,6 +196,10 @@ def emit(
     if dead:
         runs = batch_runs(instance, [b.id for b in pending])
     verdicts = [(b, verdict(b.id, b.replay, runs[b.id], now, policy)) for b in pending]
+    for b, v in verdicts:
+        if v.retry_lost is not None:  # Dagster passed the failure over: no late retry of it beside our next attempt
+            instance.add_run_tags(v.retry_lost, {WILL_RETRY_TAG: "false"})
+            context.log.warning(f"run {v.retry_lost} of batch {b.id} failed and Dagster said it would retry it, but has not in {RETRY_LAUNCH_GRACE:.0f} s; the sensor's attempts take over")
     # One batch of a stream in flight at a time: what arrives meanwhile waits in the store and
     # becomes the next batch (up to max_batch) once it ended. A slow run then means bigger
     # batches, never a growing queue of small runs waiting for each other.
