@@ -16,7 +16,7 @@ from lineage_defs.errors import Location
 from lineage_defs.events.store import Event
 from lineage_defs.parse.model import Language
 from lineage_defs.run.compile import Compiled
-from lineage_defs.run.substrates import without_pandas
+from lineage_defs.run.substrates import temp_table_from_arrow
 
 if TYPE_CHECKING:
     from lineage_defs.plan.spec import ScriptStep
@@ -55,10 +55,4 @@ class SqlEngine(Protocol):
 
 def stage_table(conn: Any, table: Any) -> None:
     """An Arrow table as ``SLICE`` in the DuckDB connection."""
-    with without_pandas():  # (DuckDB asks whether it is a pandas DataFrame)
-        conn.register("__lineage_arrow", table)
-    try:
-        with without_pandas():
-            conn.execute(f"CREATE OR REPLACE TEMP TABLE {SLICE} AS SELECT * FROM __lineage_arrow")
-    finally:
-        conn.unregister("__lineage_arrow")
+    temp_table_from_arrow(conn, SLICE, table)

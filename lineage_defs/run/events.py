@@ -19,7 +19,7 @@ from lineage_defs.errors import Location, RunError
 from lineage_defs.events.store import BATCH_TAG, Event, EventStore
 from lineage_defs.plan.names import stream_of
 from lineage_defs.plan.spec import EVENTS_TABLE, ScriptStep
-from lineage_defs.run.substrates import without_pandas
+from lineage_defs.run.substrates import temp_table_from_arrow
 from lineage_defs.settings import LineageSettings
 
 
@@ -84,13 +84,7 @@ def _text_array(items: tuple[bytes | None, ...]) -> Any:
 
 def stage_events(conn: Any, events: tuple[Event, ...] | list[Event]) -> None:
     """``_events`` as a TEMP table of the DuckDB connection (empty, with its columns, when there is no batch)."""
-    with without_pandas():  # (DuckDB asks whether it is a pandas DataFrame)
-        conn.register("__lineage_events", arrow_table(events))
-    try:
-        with without_pandas():
-            conn.execute(f'CREATE OR REPLACE TEMP TABLE "{EVENTS_TABLE}" AS SELECT * FROM __lineage_events')
-    finally:
-        conn.unregister("__lineage_events")
+    temp_table_from_arrow(conn, f'"{EVENTS_TABLE}"', arrow_table(events))
 
 
 # `.pg.sql` steps: the same columns in PostgreSQL types (headers as a JSON object)

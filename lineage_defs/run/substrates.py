@@ -82,6 +82,17 @@ def execute(conn: Any, sql: str, params: Any = None) -> Any:
         return conn.execute(sql, params)
 
 
+def temp_table_from_arrow(conn: Any, target: str, table: Any) -> None:
+    """``CREATE OR REPLACE TEMP TABLE target`` from an Arrow table, registered for the statement only
+    (``without_pandas``: DuckDB asks whether a registered object is a pandas DataFrame)."""
+    with without_pandas():
+        conn.register("__lineage_arrow", table)
+        try:
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE {target} AS SELECT * FROM __lineage_arrow")
+        finally:
+            conn.unregister("__lineage_arrow")
+
+
 class StateLock:
     """One writer at a time on the embedded DuckDB files (DuckDB locks a file per process).
 
