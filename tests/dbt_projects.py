@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 SHOP_FILES = {
@@ -280,6 +282,15 @@ def write_files(root: Path, files: dict[str, str]) -> Path:
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(textwrap.dedent(text).lstrip())
+    return root
+
+
+def aged(root: Path, seconds: float = 60) -> Path:
+    """Every file under ``root`` last modified ``seconds`` ago: old enough for a load to keep its plan (``plan.snapshot``)."""
+    past = time.time() - seconds
+    for p in root.rglob("*"):
+        if p.is_file():
+            os.utime(p, (past, past))
     return root
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from dbt_projects import aged
 from lineage_defs.plan import files as project_mod
+from lineage_defs.plan import snapshot
 from lineage_defs.plan.cache import CACHE_VERSION
 from lineage_defs.project import load_project
 from lineage_defs.settings import LineageSettings
@@ -210,6 +212,7 @@ def test_an_entry_of_the_wrong_shape_is_a_miss(pipelines: Path, tmp_path: Path, 
     entry = data["entries"][key]
     entry[0] = 42  # the reads: a number where a list belongs
     path.write_text(json.dumps(data))
+    (cache / snapshot.FILE_NAME).unlink()  # the whole plan of the last load would spare the files' entries
     for c in calls.values():
         c.clear()
     assert_same(load_project(pipelines, LineageSettings(state_dir=str(cache.parent))), good)
@@ -235,6 +238,7 @@ def _tamper(cache: Path, edit: object) -> None:
         if _is_analysis(entry):
             edit(entry)  # type: ignore[operator]
     path.write_text(json.dumps(data))
+    (cache / snapshot.FILE_NAME).unlink(missing_ok=True)  # the files' entries, not the last load's whole plan
 
 
 def test_an_edited_cache_does_not_change_what_a_step_runs(pipelines: Path, tmp_path: Path) -> None:
@@ -292,6 +296,94 @@ def test_state_files_are_private(pipelines: Path, tmp_path: Path) -> None:
     files = [cache / f"{CACHE_VERSION}.json", cache / "schemas-index.json", *settings.schemas_dir.glob("*.json")]
     assert len(files) == 3
     assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in files} == {f.name: 0o600 for f in files}
+
+
+def _no_planning(monkeypatch: pytest.MonkeyPatch) -> None:
+    import lineage_defs.project
+
+    def planned(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the folder was planned again")
+
+    monkeypatch.setattr(lineage_defs.project, "plan_folder", planned)
+    monkeypatch.setattr(lineage_defs.project, "load_files", planned)
+
+
+def test_an_unchanged_folder_loads_the_last_plan_whole(pipelines: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = LineageSettings(state_dir=str(tmp_path / "state"))
+    cold = load_project(aged(pipelines), settings)
+    assert settings.cache_dir and (settings.cache_dir / snapshot.FILE_NAME).is_file()
+    with monkeypatch.context() as m:
+        _no_planning(m)
+        warm = load_project(pipelines, settings)
+    assert_same(warm, cold)
+    assert (warm.hooks, warm.hook_scripts, warm.dbt_projects) == (cold.hooks, cold.hook_scripts, cold.dbt_projects) and warm.hooks
+    # anything that changes the plan's inputs is planned again: a new script, a removed one, a library folder
+    new = pipelines / "shop" / "extra.sql"
+    new.write_text("-- pipeline\n-- materialize ducklake://main/extra\nSELECT 1 AS x\n")
+    added = load_project(aged(pipelines), settings)
+    assert "ducklake://main/extra" in {s.uri for s in added.steps}
+    new.unlink()
+    assert_same(load_project(pipelines, settings), cold)
+    with monkeypatch.context() as m:
+        _no_planning(m)
+        with pytest.raises(AssertionError, match="planned again"):
+            load_project(pipelines, settings.replace(library_dirs=(str(tmp_path / "lib"),)))
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_seen(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]]) -> None:
+    """What a script's stat keeps of an edit is its ctime: no tool sets it back."""
+    settings = LineageSettings(state_dir=str(tmp_path / "state"))
+    load_project(aged(pipelines), settings)
+    f = pipelines / "shop" / "products.sql"
+    before = f.stat()
+    f.write_text(f.read_text().replace("ORDER BY product_id", "order by product_id"))
+    os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (f.stat().st_size, f.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    for c in calls.values():
+        c.clear()
+    after = load_project(pipelines, settings)
+    assert calls["parse"] == Counter({"shop/products.sql": 1})
+    products = next(s for s in after.steps if s.path == "shop/products.sql")
+    assert any("order by product_id" in st.sql for st in products.statements)  # type: ignore[union-attr]
+
+
+def test_a_folder_edited_a_moment_ago_keeps_no_plan(pipelines: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit within the clock's granularity of a load leaves the stat as it was: such a plan is not kept until the files are older."""
+    settings = LineageSettings(state_dir=str(tmp_path / "state"))
+    aged(pipelines)
+    (pipelines / "shop" / "products.sql").touch()
+    load_project(pipelines, settings)
+    assert settings.cache_dir and not (settings.cache_dir / snapshot.FILE_NAME).exists()
+    load_project(aged(pipelines), settings)
+    assert (settings.cache_dir / snapshot.FILE_NAME).is_file()
+
+
+def test_a_snapshot_is_read_by_another_process(pipelines: Path, tmp_path: Path) -> None:
+    """Each process hashes strings its own way: the key is the same in every process (a Dagster run process reads what the code server kept)."""
+    state = tmp_path / "state"
+    cold = load_project(aged(pipelines), LineageSettings(state_dir=str(state)))
+    code = (
+        "import sys\nfrom pathlib import Path\nimport lineage_defs.project as lp\nfrom lineage_defs.settings import LineageSettings\n"
+        "def planned(*a, **k):\n    raise SystemExit('planned again')\n"
+        "lp.plan_folder = lp.load_files = planned\n"
+        "print(len(lp.load_project(Path(sys.argv[1]), LineageSettings(state_dir=sys.argv[2])).steps))\n"
+    )
+    for seed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", code, str(pipelines), str(state)], capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": seed})
+        assert out.returncode == 0, out.stderr
+        assert int(out.stdout) == len(cold.steps)
+
+
+def test_a_snapshot_that_does_not_decode_is_a_miss(pipelines: Path, tmp_path: Path) -> None:
+    settings = LineageSettings(state_dir=str(tmp_path / "state"))
+    cold = load_project(aged(pipelines), settings)
+    assert settings.cache_dir
+    path = settings.cache_dir / snapshot.FILE_NAME
+    data = json.loads(path.read_text())
+    data["plan"][0][0] = 42  # the first step: a number where a tagged step belongs
+    path.write_text(json.dumps(data))
+    assert_same(load_project(pipelines, settings), cold)
+    assert json.loads(path.read_text())["plan"][0][0] != 42  # planned again and kept again
 
 
 def test_the_codec_checks_every_field_of_a_record_and_round_trips_each_kind() -> None:

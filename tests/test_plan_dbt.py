@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_projects import write_files
+from dbt_projects import aged, write_files
 from lineage_defs.dbt import manifest as dbt_manifest
 from lineage_defs.dbt.config import parse_lineage_yml
 from lineage_defs.project import load_project
@@ -29,7 +29,7 @@ SMALL = {
 
 @pytest.mark.dbt
 def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
-    root, cache = write_files(tmp_path / "pipelines", SMALL), tmp_path / "state" / "cache"
+    root, cache = aged(write_files(tmp_path / "pipelines", SMALL)), tmp_path / "state" / "cache"
     cold = load_project(root, LineageSettings(state_dir=str(cache.parent)))
     assert not cold.errors, [e.render() for e in cold.errors]
     steps = {s.uri: s for s in cold.steps}
@@ -38,9 +38,12 @@ def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
     keys = sorted(p.name for p in (cache / "dbt").iterdir())
     assert len(keys) == 1 and (cache / "dbt" / keys[0] / "partial_parse.msgpack").exists()
 
-    # a fresh process, as every Dagster run process is: no dbt, no sqlglot, no Jinja
+    # a fresh process, as every Dagster run process is: no dbt, no sqlglot, no Jinja, and the plan
+    # the last load kept (its key, the dbt part's fingerprint included, is the same in every process)
     code = (
-        "import json, sys\nfrom pathlib import Path\nfrom lineage_defs.project import load_project\nfrom lineage_defs.settings import LineageSettings\n"
+        "import json, sys\nfrom pathlib import Path\nimport lineage_defs.project as lp\nfrom lineage_defs.project import load_project\nfrom lineage_defs.settings import LineageSettings\n"
+        "def planned(*a, **k):\n    raise SystemExit('planned again')\n"
+        "lp.plan_folder = lp.load_files = planned\n"
         f"p = load_project(Path({str(root)!r}), LineageSettings(state_dir={str(cache.parent)!r}))\n"
         "print(json.dumps({'steps': len(p.steps), 'errors': len(p.errors), "
         "'imported': sorted(m for m in ('dbt', 'sqlglot', 'jinja2', 'dagster', 'dagster_dbt') if m in sys.modules)}))\n"

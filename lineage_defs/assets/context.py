@@ -48,4 +48,12 @@ class BuildContext:
         itself from the dependency (with this metadata), and an asset of the
         user's own Definitions with that key (``Definitions.merge``) is that node.
         """
-        return AssetDep(self.keys.asset_key(uri), partition_mapping=partition_mapping(self.pdefs.get(uri), pdef), metadata=self._external_metadata.get(uri))
+        memo = (uri, id(pdef))  # a dependency is immutable: readers alike share one (the pdefs live as long as the build)
+        dep = self._deps.get(memo)
+        if dep is None:
+            dep = self._deps[memo] = AssetDep(self.keys.asset_key(uri), partition_mapping=partition_mapping(self.pdefs.get(uri), pdef), metadata=self._external_metadata.get(uri))
+        return dep
+
+    @cached_property
+    def _deps(self) -> dict[tuple[str, int], AssetDep]:
+        return {}

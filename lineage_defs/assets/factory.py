@@ -144,9 +144,14 @@ def loaded_by_io_manager(metadata: dict[str, Any], uri: str) -> dict[str, Any]:
 def partition_defs(project: Project) -> dict[str, PartitionsDefinition | None]:
     """Each output URI's PartitionsDefinition (one object per step, shared by its outputs)."""
     pdefs: dict[str, PartitionsDefinition | None] = {}
+    alike: dict[tuple[Any, ...], PartitionsDefinition | None] = {}  # steps partitioned alike share one (a dynamic one is the step's own)
     for s in project.steps:
         live = isinstance(s, ScriptStep) and bool(s.events)  # fed by events: today's events build today
-        pdef = partitions_def(s.partitioning, s.name, live=live)
+        p = s.partitioning
+        shape = (p, live) if p is None or p.kind != PartitionKind.DYNAMIC else (p, live, s.name)
+        pdef = alike.get(shape)
+        if pdef is None:
+            pdef = alike[shape] = partitions_def(p, s.name, live=live)
         for u in s.outputs:
             pdefs[u] = pdef
     return pdefs

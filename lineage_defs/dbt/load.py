@@ -37,6 +37,17 @@ class DbtLoad:
         """The databases of projects on their own profile, as scripts' SQL names them."""
         return tuple(sorted({db for p in self.projects for db in p.own_databases}))
 
+    def fingerprint(self) -> str:
+        """A hash of everything the plan takes from the dbt projects (part of the plan snapshot's key)."""
+        if not (self.steps or self.projects or self.errors or self.pipelines):
+            return ""
+        inputs = [
+            (path, i.key, i.prelude, sorted(i.own.items()), sorted(i.ephemerals.items()), sorted(i.compiled.items()))
+            for path, i in sorted(self.lineage_inputs.items())
+        ]
+        problems = [(type(e).__name__, e.message, e.location, e.fix, e.severity) for e in (*self.errors, *self.warnings)]
+        return content_hash(repr((self.steps, sorted(self.aliases.items()), self.projects, problems, sorted(self.pipelines), inputs)))
+
     def attach_databases(self, step: ScriptStep, errors: list[LineageDefsError]) -> ScriptStep:
         """A script reading a project's own database attaches its DuckDB file; one scripts cannot reach is a located error."""
         owners = {db: p for p in self.projects for db in p.own_databases}

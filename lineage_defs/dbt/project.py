@@ -9,7 +9,9 @@ run's ``target_path``) and for the flags every dbt invocation gets
 
 from __future__ import annotations
 
+
 import json
+import os
 import re
 import shutil
 import uuid
@@ -117,7 +119,9 @@ def discover(root: Path, skip: set[str]) -> Iterator[tuple[str, Path]]:
             if (folder / "dbt_project.yml").exists():
                 yield sub.name, folder
                 continue
-            stack.extend(sorted((p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skip), reverse=True))
+            with os.scandir(folder) as it:  # an entry's type comes with the listing: no stat per file
+                subs = sorted((e.name for e in it if e.is_dir() and not e.name.startswith(".") and e.name not in skip), reverse=True)
+            stack.extend(folder / name for name in subs)
 
 
 def open_project(root: Path, pipeline: str, folder: Path, settings: LineageSettings) -> Opened:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,11 +49,14 @@ def script_files(folder: Path) -> Iterator[Path]:
     """Every script under ``folder`` (sorted, depth first), skipping dot folders, build folders and dbt projects."""
     if (folder / "dbt_project.yml").exists():
         return  # dbt projects are loaded by the dbt integration, not as scripts
-    for p in sorted(folder.iterdir()):
-        if p.name.startswith("."):
+    # scandir: an entry's type comes with the listing (a large folder is listed, not stat'ed file by file)
+    with os.scandir(folder) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for e in entries:
+        if e.name.startswith("."):
             continue
-        if p.is_dir():
-            if p.name not in SKIP_DIRS:
-                yield from script_files(p)
-        elif language_of(p.name):
-            yield p
+        if e.is_dir():
+            if e.name not in SKIP_DIRS:
+                yield from script_files(folder / e.name)
+        elif language_of(e.name):
+            yield folder / e.name
