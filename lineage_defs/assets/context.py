@@ -27,7 +27,7 @@ class BuildContext:
     pdefs: Mapping[str, PartitionsDefinition | None]  # output URI → its PartitionsDefinition (shared per step)
     conditions: Mapping[str, AutomationCondition | None]  # step name → its cascade condition
 
-    @property
+    @cached_property
     def root(self) -> Path:
         return Path(self.project.root)
 

@@ -7,6 +7,7 @@ markdown entry of their own.
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -90,12 +91,16 @@ def edges_into(uri: str, edges: Sequence[ColumnEdge]) -> Split:
 def column_lineage(uri: str, edges: Sequence[ColumnEdge], key: KEY_FN, split: Split | None = None) -> TableColumnLineage | None:
     """``dagster/column_lineage``: copy and mod edges only (a scan reaches every column)."""
     by_col, _ = split or edges_into(uri, edges)
-    deps = {
-        col: [TableColumnDep(asset_key=key(e.source_uri), column_name=e.source_column) for e in es if e.kind != EdgeKind.SCAN]
-        for col, es in by_col.items()
-    }
+    deps = {col: [_column_dep(key, e.source) for e in es if e.kind != EdgeKind.SCAN] for col, es in by_col.items()}
     deps = {c: d for c, d in deps.items() if d}
     return TableColumnLineage(deps_by_column=deps) if deps else None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _column_dep(key: KEY_FN, source: str) -> TableColumnDep:
+    """One ``TableColumnDep`` per upstream column and key function (a column feeds many readers)."""
+    uri, _, column = source.rpartition(".")
+    return TableColumnDep(asset_key=key(uri), column_name=column)
 
 
 def column_schema(

@@ -58,6 +58,7 @@ def _updated() -> AutomationCondition:
     ).with_label("newly_updated_without_root") | AutomationCondition.will_be_requested()
 
 
+@functools.lru_cache(maxsize=1 << 12)  # conditions are immutable: steps reading the same inputs share the subtree
 def _deps_updated(keys: tuple[AssetKey, ...] | None) -> AutomationCondition:
     """Any of ``keys`` (None: any of the asset's deps) updated."""
     cond = AutomationCondition.any_deps_match(_updated())
