@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
 import time
@@ -285,12 +284,12 @@ def write_files(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def aged(root: Path, seconds: float = 60) -> Path:
-    """Every file under ``root`` last modified ``seconds`` ago: old enough for a load to keep its plan (``plan.snapshot``)."""
-    past = time.time() - seconds
-    for p in root.rglob("*"):
-        if p.is_file():
-            os.utime(p, (past, past))
+def settled(root: Path) -> Path:
+    """Wait until every file under ``root`` last changed long enough ago for a load to keep its plan (``plan.snapshot``)."""
+    from lineage_defs.plan.snapshot import TRUST_AFTER_NS
+
+    newest = max((max(st.st_mtime_ns, st.st_ctime_ns) for p in root.rglob("*") if p.is_file() for st in [p.stat()]), default=0)
+    time.sleep(max(0.0, (newest + TRUST_AFTER_NS - time.time_ns()) / 1e9 + 0.05))
     return root
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_projects import aged
+from dbt_projects import settled
 from lineage_defs.plan import files as project_mod
 from lineage_defs.plan import snapshot
 from lineage_defs.plan.cache import CACHE_VERSION
@@ -212,7 +212,7 @@ def test_an_entry_of_the_wrong_shape_is_a_miss(pipelines: Path, tmp_path: Path, 
     entry = data["entries"][key]
     entry[0] = 42  # the reads: a number where a list belongs
     path.write_text(json.dumps(data))
-    (cache / snapshot.FILE_NAME).unlink()  # the whole plan of the last load would spare the files' entries
+    (cache / snapshot.FILE_NAME).unlink(missing_ok=True)  # the whole plan of the last load would spare the files' entries
     for c in calls.values():
         c.clear()
     assert_same(load_project(pipelines, LineageSettings(state_dir=str(cache.parent))), good)
@@ -308,9 +308,15 @@ def _no_planning(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lineage_defs.project, "load_files", planned)
 
 
-def test_an_unchanged_folder_loads_the_last_plan_whole(pipelines: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def trusted_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file's stat stands for its content from the moment it changed: no waiting out the margin (what it guards is tested on its own)."""
+    monkeypatch.setattr(snapshot, "TRUST_AFTER_NS", 0)
+
+
+def test_an_unchanged_folder_loads_the_last_plan_whole(pipelines: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trusted_now: None) -> None:
     settings = LineageSettings(state_dir=str(tmp_path / "state"))
-    cold = load_project(aged(pipelines), settings)
+    cold = load_project(pipelines, settings)
     assert settings.cache_dir and (settings.cache_dir / snapshot.FILE_NAME).is_file()
     with monkeypatch.context() as m:
         _no_planning(m)
@@ -320,7 +326,7 @@ def test_an_unchanged_folder_loads_the_last_plan_whole(pipelines: Path, tmp_path
     # anything that changes the plan's inputs is planned again: a new script, a removed one, a library folder
     new = pipelines / "shop" / "extra.sql"
     new.write_text("-- pipeline\n-- materialize ducklake://main/extra\nSELECT 1 AS x\n")
-    added = load_project(aged(pipelines), settings)
+    added = load_project(pipelines, settings)
     assert "ducklake://main/extra" in {s.uri for s in added.steps}
     new.unlink()
     assert_same(load_project(pipelines, settings), cold)
@@ -330,10 +336,10 @@ def test_an_unchanged_folder_loads_the_last_plan_whole(pipelines: Path, tmp_path
             load_project(pipelines, settings.replace(library_dirs=(str(tmp_path / "lib"),)))
 
 
-def test_an_edit_that_keeps_size_and_mtime_is_seen(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]]) -> None:
+def test_an_edit_that_keeps_size_and_mtime_is_seen(pipelines: Path, tmp_path: Path, calls: dict[str, Counter[str]], trusted_now: None) -> None:
     """What a script's stat keeps of an edit is its ctime: no tool sets it back."""
     settings = LineageSettings(state_dir=str(tmp_path / "state"))
-    load_project(aged(pipelines), settings)
+    load_project(pipelines, settings)
     f = pipelines / "shop" / "products.sql"
     before = f.stat()
     f.write_text(f.read_text().replace("ORDER BY product_id", "order by product_id"))
@@ -347,21 +353,21 @@ def test_an_edit_that_keeps_size_and_mtime_is_seen(pipelines: Path, tmp_path: Pa
     assert any("order by product_id" in st.sql for st in products.statements)  # type: ignore[union-attr]
 
 
-def test_a_folder_edited_a_moment_ago_keeps_no_plan(pipelines: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An edit within the clock's granularity of a load leaves the stat as it was: such a plan is not kept until the files are older."""
+def test_a_folder_changed_a_moment_ago_keeps_no_plan(pipelines: Path, tmp_path: Path) -> None:
+    """A change within the clock's granularity of a load leaves the stat as it was: no plan is kept (nor read) until every file is older."""
     settings = LineageSettings(state_dir=str(tmp_path / "state"))
-    aged(pipelines)
-    (pipelines / "shop" / "products.sql").touch()
-    load_project(pipelines, settings)
+    load_project(pipelines, settings)  # the copied folder's files changed a moment ago
     assert settings.cache_dir and not (settings.cache_dir / snapshot.FILE_NAME).exists()
-    load_project(aged(pipelines), settings)
+    load_project(settled(pipelines), settings)
     assert (settings.cache_dir / snapshot.FILE_NAME).is_file()
+    (pipelines / "shop" / "products.sql").touch()
+    assert snapshot.read(settings.cache_dir, snapshot.key([pipelines / "shop" / "products.sql"], "x")) is None
 
 
 def test_a_snapshot_is_read_by_another_process(pipelines: Path, tmp_path: Path) -> None:
     """Each process hashes strings its own way: the key is the same in every process (a Dagster run process reads what the code server kept)."""
     state = tmp_path / "state"
-    cold = load_project(aged(pipelines), LineageSettings(state_dir=str(state)))
+    cold = load_project(settled(pipelines), LineageSettings(state_dir=str(state)))
     code = (
         "import sys\nfrom pathlib import Path\nimport lineage_defs.project as lp\nfrom lineage_defs.settings import LineageSettings\n"
         "def planned(*a, **k):\n    raise SystemExit('planned again')\n"
@@ -374,9 +380,9 @@ def test_a_snapshot_is_read_by_another_process(pipelines: Path, tmp_path: Path) 
         assert int(out.stdout) == len(cold.steps)
 
 
-def test_a_snapshot_that_does_not_decode_is_a_miss(pipelines: Path, tmp_path: Path) -> None:
+def test_a_snapshot_that_does_not_decode_is_a_miss(pipelines: Path, tmp_path: Path, trusted_now: None) -> None:
     settings = LineageSettings(state_dir=str(tmp_path / "state"))
-    cold = load_project(aged(pipelines), settings)
+    cold = load_project(pipelines, settings)
     assert settings.cache_dir
     path = settings.cache_dir / snapshot.FILE_NAME
     data = json.loads(path.read_text())

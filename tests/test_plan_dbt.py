@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_projects import aged, write_files
+from dbt_projects import settled, write_files
 from lineage_defs.dbt import manifest as dbt_manifest
 from lineage_defs.dbt.config import parse_lineage_yml
 from lineage_defs.project import load_project
@@ -29,7 +29,7 @@ SMALL = {
 
 @pytest.mark.dbt
 def test_warm_load_runs_no_dbt_and_renders_nothing(tmp_path: Path) -> None:
-    root, cache = aged(write_files(tmp_path / "pipelines", SMALL)), tmp_path / "state" / "cache"
+    root, cache = settled(write_files(tmp_path / "pipelines", SMALL)), tmp_path / "state" / "cache"
     cold = load_project(root, LineageSettings(state_dir=str(cache.parent)))
     assert not cold.errors, [e.render() for e in cold.errors]
     steps = {s.uri: s for s in cold.steps}

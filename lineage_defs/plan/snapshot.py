@@ -16,8 +16,9 @@ under a key of everything the plan is made from:
 An edit changes a file's ctime (which no tool sets back), so an edited,
 added, removed or renamed script is a miss and the load plans again through
 the per-file cache. A file's stat says nothing of an edit made within the
-clock's granularity of the read, so a plan is only kept when every file is
-older than ``TRUST_AFTER`` (what git's index calls "racily clean"); a folder
+clock's granularity of the read, so a plan is only kept, and only read, when
+every file last changed (content or metadata) more than ``TRUST_AFTER_NS``
+before the load began (what git's index calls "racily clean"); a folder
 edited a moment ago plans again until then. Data only, decoded by type
 (``plan.codec``) like the plan cache: a snapshot that does not decode is a miss.
 """
@@ -43,7 +44,7 @@ from lineage_defs.plan.spec import AnyStep, HookScript, Project, StepHook
 
 SNAPSHOT_VERSION = "snapshot-v1"
 FILE_NAME = "plan-snapshot.json"
-# A file modified less than this before the load is not trusted by its stat (see the module's doc).
+# A file changed less than this before the load is not trusted by its stat (see the module's doc).
 TRUST_AFTER_NS = 2_000_000_000
 
 
@@ -74,7 +75,7 @@ class Snapshot:
 @dataclass(frozen=True)
 class Key:
     digest: str
-    trusted: bool  # every file old enough for its stat to stand for its content
+    trusted: bool  # every file changed long enough ago for its stat to stand for its content
 
 
 def key(paths: Iterable[Path], *parts: str) -> Key:
@@ -85,7 +86,7 @@ def key(paths: Iterable[Path], *parts: str) -> Key:
     for p in paths:
         st = os.stat(p)
         h.update(f"{p}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
-        newest = max(newest, st.st_mtime_ns)
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
     return Key(h.hexdigest()[:32], newest < started - TRUST_AFTER_NS)
 
 
