@@ -59,8 +59,8 @@ def load_project(root: str | Path, settings: LineageSettings | None = None) -> P
     # A folder that yields no step must not pass `check` silently.
     strays = stray_steps(root)
     empty: list[LineageDefsError] = []
-    pipeline_of = {path.relative_to(root).as_posix(): pipeline for pipeline, path in scripts}
-    with_steps = {s.pipeline for s in project.steps} | {pipeline_of[p] for p in project.invalid_paths if p in pipeline_of} | dbt.pipelines | test_types
+    invalid = set(project.invalid_paths)
+    with_steps = {s.pipeline for s in project.steps} | {pipeline for pipeline, path in scripts if invalid and path.relative_to(root).as_posix() in invalid} | dbt.pipelines | test_types
     for folder in pipeline_folders(root):
         if folder.name not in with_steps and not (folder / "dbt_project.yml").exists():
             empty.append(SpecError("this pipeline folder holds no step", Location(folder.name), "add a script with a '-- pipeline' line, or remove the folder", severity="warning"))
