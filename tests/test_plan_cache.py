@@ -416,6 +416,10 @@ def test_the_codec_checks_every_field_of_a_record_and_round_trips_each_kind() ->
         ((4, 0, 3), "sideways"),  # not an EdgeKind
         ((4, 0), ["too", "short"]),  # a RawEdge of two values
         ((0,), ["ducklake://main/a", 1]),  # tuple[str, ...] with a number in it
+        ((0,), "ducklake://main/a"),  # tuple[str, ...]: a string is no list
+        ((4,), {"edges": []}),  # a tuple of records: a dict is no list
+        ((4, 0, 3), ["copy"]),  # an EdgeKind: a list (unhashable) is no value of it
+        ((4, 0, 4), "where"),  # RawEdge.subtypes: a string is no list
     ]:
         bad = json.loads(json.dumps(good))
         *outer, last = path

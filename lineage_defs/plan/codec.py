@@ -206,7 +206,7 @@ def _decoder(tp: Any) -> Fn:
             fn = exact_items
         elif len(args) == 2 and args[1] is Ellipsis:
             item = _decoder(args[0])
-            fn = lambda v: tuple([item(x) for x in _list(v)])  # noqa: E731
+            fn = lambda v: tuple(map(item, _list(v)))  # noqa: E731
         else:
             items = [_decoder(a) for a in args]
 
@@ -241,8 +241,10 @@ def _decoder(tp: Any) -> Fn:
 def _record_decoder(tp: type) -> Fn:
     """A record's decoder, generated for its fields (a warm load decodes ~50,000 records).
 
-    Exact scalars (``str``, ``int``, ``bool``, and ``| None`` of them) are checked
-    inline; other fields call their own decoder. A NamedTuple is built with
+    Exact scalars (``str``, ``int``, ``bool``, and ``| None`` of them), enum
+    members, tuples of exact scalars and an optional field's None are handled
+    inline; a tuple of anything else maps its items' decoder; other fields call
+    their own decoder. A NamedTuple is built with
     ``tuple.__new__`` (what its generated ``__new__`` does). A dataclass whose
     instances are exactly their fields (``_plain_fields``) gets them in its
     ``__dict__``, as unpickling does; any other through its ``__init__``
@@ -250,7 +252,7 @@ def _record_decoder(tp: type) -> Fn:
     """
     hints = _hints(tp)
     n = len(hints)
-    env: dict[str, Any] = {"tp": tp, "_new": tuple.__new__, "_bad": _bad}
+    env: dict[str, Any] = {"tp": tp, "_new": tuple.__new__, "_bad": _bad, "_bad_items": _bad_items, "_not_member": _not_member, "_keys": (str, int)}
     lines = [
         "def record(v):",
         f"    if type(v) is not list or len(v) != {n}:",
@@ -261,6 +263,7 @@ def _record_decoder(tp: type) -> Fn:
     args = []
     for i, (name, t) in enumerate(hints):
         inner = _optional(t)
+        origin, targs = typing.get_origin(t), typing.get_args(t)
         if t in _EXACT:
             env[f"t{i}"] = t
             lines.append(f"    if type(x{i}) is not t{i}: _bad({name!r}, x{i}, t{i})")
@@ -269,6 +272,23 @@ def _record_decoder(tp: type) -> Fn:
             env[f"t{i}"] = inner
             lines.append(f"    if x{i} is not None and type(x{i}) is not t{i}: _bad({name!r}, x{i}, t{i})")
             args.append(f"x{i}")
+        elif isinstance(t, type) and issubclass(t, enum.Enum):
+            # inline: the member by value (a warm load decodes tens of thousands of edge kinds)
+            env[f"m{i}"] = {m.value: m for m in t}
+            lines.append(f"    y{i} = m{i}.get(x{i}) if type(x{i}) in _keys else None")
+            lines.append(f"    if y{i} is None: _not_member({name!r}, x{i})")
+            args.append(f"y{i}")
+        elif origin is tuple and len(targs) == 2 and targs[1] is Ellipsis and targs[0] in _EXACT:
+            env[f"o{i}"] = frozenset((targs[0],))
+            lines.append(f"    if type(x{i}) is not list or not o{i}.issuperset(map(type, x{i})): _bad_items({name!r}, x{i})")
+            args.append(f"tuple(x{i})")
+        elif origin is tuple and len(targs) == 2 and targs[1] is Ellipsis:
+            env[f"d{i}"] = _decoder(targs[0])
+            lines.append(f"    if type(x{i}) is not list: _bad_items({name!r}, x{i})")
+            args.append(f"tuple(map(d{i}, x{i}))")
+        elif inner is not None:
+            env[f"d{i}"] = _decoder(inner)
+            args.append(f"(None if x{i} is None else d{i}(x{i}))")
         else:
             env[f"d{i}"] = _decoder(t)
             args.append(f"d{i}(x{i})")
@@ -304,6 +324,14 @@ def _plain_fields(tp: type) -> bool:
 
 def _bad(field: str, v: Any, t: type) -> None:
     raise TypeError(f"{field}: expected {t.__name__}, got {type(v).__name__}")
+
+
+def _bad_items(field: str, v: Any) -> None:
+    raise TypeError(f"{field}: expected a list of values, got {type(v).__name__}")
+
+
+def _not_member(field: str, v: Any) -> None:
+    raise ValueError(f"{field}: {v!r} is not one of its values")
 
 
 def _list(v: Any) -> list[Any]:
