@@ -23,7 +23,6 @@ from lineage_defs.assets.translator import CachedKeys, LineageTranslator
 from lineage_defs.dbt.assets import dbt_assets
 from lineage_defs.errors import ProjectErrors
 from lineage_defs.openlineage.config import configured as openlineage_configured
-from lineage_defs.openlineage.emitter import prepare as prepare_openlineage
 from lineage_defs.plan.project import without_invalid
 from lineage_defs.project import load_project
 from lineage_defs.plan.schemas import column_warnings, reference_schemas
@@ -77,6 +76,8 @@ def build_definitions(
         settings = settings.replace(pipelines_dir=str(pipelines_dir))
     settings = settings.absolute()
     if openlineage_configured():
+        from lineage_defs.openlineage.emitter import prepare as prepare_openlineage  # (not imported by a location without it)
+
         prepare_openlineage()  # the client's import, in the background: a step then finds it loaded
     # Loading creates tens of thousands of small objects and frees almost none:
     # the cyclic GC's passes over them are a fifth of load time, so pause it.
