@@ -83,13 +83,22 @@ class PlanCache:
         if not self.dirty and self.used == set(self.raw):
             return
         keep = {k: self.raw[k] if k in self.raw else encode(self.values[k], self.types[k]) for k in self.used}
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".plan-")
-            # json.dumps, not json.dump: only the one-shot call uses the C encoder (~10x faster)
-            data = json.dumps({"version": CACHE_VERSION, "entries": keep}, separators=(",", ":"))
-            with os.fdopen(fd, "w") as f:
-                f.write(data)
-            os.replace(tmp, self.path)
-        except OSError:
-            pass
+        write_json(self.path, {"version": CACHE_VERSION, "entries": keep})
+
+
+def write_json(path: Path, value: Any) -> None:
+    """``value`` as compact JSON in ``path``, replaced atomically (``0600``); never raises (a cache not written is a cold start)."""
+    import orjson  # written only when something changed: ~6x faster than json.dumps on the caches' megabytes
+
+    try:
+        data = orjson.dumps(value)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
+    except (OSError, TypeError):
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)

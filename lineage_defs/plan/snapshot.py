@@ -30,14 +30,13 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from lineage_defs.errors import LineageDefsError
-from lineage_defs.plan.cache import CACHE_VERSION
+from lineage_defs.plan.cache import CACHE_VERSION, write_json
 from lineage_defs.plan.codec import CodecError, decode, encode
 from lineage_defs.plan.files import parser_fingerprint
 from lineage_defs.plan.spec import AnyStep, HookScript, Project, StepHook
@@ -123,14 +122,7 @@ def write(cache_dir: Path | None, k: Key | None, snapshot: Snapshot) -> None:
     if cache_dir is None or k is None or not k.trusted:
         return
     try:
-        data = json.dumps({"version": SNAPSHOT_VERSION, "key": k.digest, "plan": encode(snapshot, Snapshot)}, separators=(",", ":"))
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".snapshot-")
-    except (OSError, TypeError, ValueError):
+        plan = encode(snapshot, Snapshot)
+    except (TypeError, ValueError):
         return
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(data)
-        os.replace(tmp, cache_dir / FILE_NAME)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+    write_json(cache_dir / FILE_NAME, {"version": SNAPSHOT_VERSION, "key": k.digest, "plan": plan})
