@@ -7,7 +7,6 @@ markdown entry of their own.
 
 from __future__ import annotations
 
-import functools
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -64,7 +63,7 @@ def asset_metadata(step: AnyStep, uri: str, root: Path, translator: Any) -> dict
     schema = column_schema(uri, step.output_columns, step.column_edges, split=split)
     if schema:
         meta["dagster/column_schema"] = schema
-    lineage = column_lineage(uri, step.column_edges, translator.asset_key, split=split)
+    lineage = column_lineage(uri, step.column_edges, translator.asset_key, split=split, dep=getattr(translator, "column_dep", None))
     if lineage:
         meta["dagster/column_lineage"] = lineage
     table_md = lineage_markdown(uri, step.column_edges, split=split)
@@ -88,17 +87,20 @@ def edges_into(uri: str, edges: Sequence[ColumnEdge]) -> Split:
     return by_col, scans
 
 
-def column_lineage(uri: str, edges: Sequence[ColumnEdge], key: KEY_FN, split: Split | None = None) -> TableColumnLineage | None:
-    """``dagster/column_lineage``: copy and mod edges only (a scan reaches every column)."""
+def column_lineage(
+    uri: str, edges: Sequence[ColumnEdge], key: KEY_FN, split: Split | None = None, dep: Callable[[str], TableColumnDep] | None = None
+) -> TableColumnLineage | None:
+    """``dagster/column_lineage``: copy and mod edges only (a scan reaches every column).
+    ``dep``: an edge source's ``TableColumnDep`` (``CachedKeys.column_dep`` shares one per upstream column)."""
     by_col, _ = split or edges_into(uri, edges)
-    deps = {col: [_column_dep(key, e.source) for e in es if e.kind != EdgeKind.SCAN] for col, es in by_col.items()}
+    dep = dep or (lambda source: column_dep(key, source))
+    deps = {col: [dep(e.source) for e in es if e.kind != EdgeKind.SCAN] for col, es in by_col.items()}
     deps = {c: d for c, d in deps.items() if d}
     return TableColumnLineage(deps_by_column=deps) if deps else None
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _column_dep(key: KEY_FN, source: str) -> TableColumnDep:
-    """One ``TableColumnDep`` per upstream column and key function (a column feeds many readers)."""
+def column_dep(key: KEY_FN, source: str) -> TableColumnDep:
+    """The upstream column ``source`` (``<uri>.<column>``) as Dagster names it."""
     uri, _, column = source.rpartition(".")
     return TableColumnDep(asset_key=key(uri), column_name=column)
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dagster import AssetKey
+from dagster import AssetKey, TableColumnDep
 
 from lineage_defs import uris
+from lineage_defs.assets.metadata import column_dep
 from lineage_defs.plan.spec import AnyStep
 
 
@@ -37,6 +38,7 @@ class CachedKeys(LineageTranslator):
     def __init__(self, inner: LineageTranslator, docs_link: Callable[[str], str | None] | None = None) -> None:
         self.inner = inner
         self.keys: dict[str, AssetKey] = {}
+        self.column_deps: dict[str, TableColumnDep] = {}
         self.docs_link = docs_link  # LineageSettings.docs_link: the explorer's page of an asset
 
     def asset_key(self, uri: str) -> AssetKey:
@@ -44,6 +46,13 @@ class CachedKeys(LineageTranslator):
         if key is None:
             key = self.keys[uri] = self.inner.asset_key(uri)
         return key
+
+    def column_dep(self, source: str) -> TableColumnDep:
+        """The upstream column ``source`` (``<uri>.<column>``) for column lineage: one per column, shared by its readers."""
+        dep = self.column_deps.get(source)
+        if dep is None:
+            dep = self.column_deps[source] = column_dep(self.asset_key, source)
+        return dep
 
     def group_name(self, step: AnyStep) -> str:
         return self.inner.group_name(step)

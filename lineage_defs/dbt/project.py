@@ -9,7 +9,6 @@ run's ``target_path``) and for the flags every dbt invocation gets
 
 from __future__ import annotations
 
-
 import json
 import os
 import re
