@@ -34,12 +34,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lineage_defs.errors import LineageDefsError
 from lineage_defs.plan.cache import CACHE_VERSION, write_json
 from lineage_defs.plan.codec import CodecError, decode, encode
 from lineage_defs.plan.files import parser_fingerprint
 from lineage_defs.plan.spec import AnyStep, HookScript, Project, StepHook
+
+if TYPE_CHECKING:  # the dbt room builds on plan, never the other way round
+    from lineage_defs.dbt.project import DbtProject
 
 SNAPSHOT_VERSION = "snapshot-v1"
 FILE_NAME = "plan-snapshot.json"
@@ -66,9 +70,9 @@ class Snapshot:
         kept = {f.name: getattr(project, f.name) for f in dataclasses.fields(project) if f.name not in ("root", "dbt_projects")}
         return cls(**kept, test_type_pipelines=tuple(sorted(test_type_pipelines)))
 
-    def project(self, root: str, dbt_projects: tuple[object, ...]) -> Project:
+    def project(self, root: str, dbt_projects: tuple[DbtProject, ...]) -> Project:
         kept = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "test_type_pipelines"}
-        return Project(root=root, dbt_projects=dbt_projects, **kept)  # type: ignore[arg-type]
+        return Project(root=root, dbt_projects=dbt_projects, **kept)
 
 
 @dataclass(frozen=True)
