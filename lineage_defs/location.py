@@ -18,7 +18,7 @@ from dagster import AssetKey, AssetsDefinition, AssetSpec, Definitions, Partitio
 from lineage_defs.assets.context import BuildContext
 from lineage_defs.assets.executor import executor_for
 from lineage_defs.assets.factory import partition_defs, script_assets
-from lineage_defs.assets.resources import LineageResource
+from lineage_defs.assets.resources import LineageResource, RunSettingsConfig
 from lineage_defs.assets.translator import CachedKeys, LineageTranslator
 from lineage_defs.dbt.assets import dbt_assets
 from lineage_defs.errors import ProjectErrors
@@ -136,12 +136,12 @@ def resources(settings: LineageSettings) -> dict[str, Any]:
     from lineage_defs.duckdb_io.io_manager import LineageDuckDBIOManager
     from lineage_defs.duckdb_io.resource import LineageDuckDBResource
 
-    lineage = LineageResource.for_settings(settings)
+    run = RunSettingsConfig.for_settings(settings)
     warehouse = str(settings.database_file("warehouse"))
     return {
-        "lineage": lineage,
-        RESOURCE_KEY: LineageDuckDBResource(database=warehouse, lineage=lineage),
-        IO_MANAGER_KEY: LineageDuckDBIOManager(database=warehouse, lineage=lineage),
+        "lineage": LineageResource.for_settings(settings),
+        RESOURCE_KEY: LineageDuckDBResource(database=warehouse, lineage=run),
+        IO_MANAGER_KEY: LineageDuckDBIOManager(database=warehouse, lineage=run),
     }
 
 

@@ -43,6 +43,14 @@ def test_secrets_reach_the_resource_as_env_vars(tmp_path: Path) -> None:
     assert values["s3_bucket"] == "my-bucket"  # not a secret: shown as is
     assert values["events_dsn"] == {"env": "LINEAGE_EVENTS_DSN"}  # runs open the same event store, by the variable
     assert settings.events_location == "host=events password=hunter2-events" and "hunter2" not in settings.events_where
+    # dagster-duckdb's resource and I/O manager carry the same settings, as config nested in theirs
+    from lineage_defs.location import resources
+
+    for key, bound in resources(settings).items():
+        shown = bound.get_resource_definition().config_schema.default_value_as_json_str
+        assert "hunter2" not in shown, key
+        nested = json.loads(shown) if key == "lineage" else json.loads(shown)["lineage"]
+        assert nested["postgres_dsns"] == {"crm": {"env": "LINEAGE_PG_DSN_CRM"}}, key
 
 
 def test_an_events_dsn_that_is_no_dsn_is_refused_with_the_fix(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 from dagster import InputContext, IOManager, OutputContext, TableColumn, TableSchema
 from dagster_duckdb import DuckDBIOManager
 
-from lineage_defs.assets.resources import LineageResource
+from lineage_defs.assets.resources import RunSettingsConfig
 from lineage_defs.duckdb_io import handlers as h
 from lineage_defs.duckdb_io.relations import relation, uri_of
 from lineage_defs.errors import RunError
@@ -44,7 +44,7 @@ class LineageDuckDBIOManager(DuckDBIOManager):
     ``database`` names the warehouse file; the lake and the other catalogs come from ``lineage``.
     """
 
-    lineage: LineageResource
+    lineage: RunSettingsConfig
 
     @staticmethod
     def type_handlers() -> Sequence[Any]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from dagster_duckdb import DuckDBResource
 
-from lineage_defs.assets.resources import LineageResource
+from lineage_defs.assets.resources import RunSettingsConfig
 
 
 _open = [0]  # connections of this process now open (the state lock is held meanwhile)
@@ -37,7 +37,7 @@ def open_connections() -> int:
 class LineageDuckDBResource(DuckDBResource):
     """DuckDB on the pipelines' state: ``database`` names the warehouse file it opens."""
 
-    lineage: LineageResource
+    lineage: RunSettingsConfig
 
     @contextmanager
     def get_connection(self) -> Iterator[Any]:
