@@ -385,11 +385,23 @@ def test_a_snapshot_that_does_not_decode_is_a_miss(pipelines: Path, tmp_path: Pa
     cold = load_project(pipelines, settings)
     assert settings.cache_dir
     path = settings.cache_dir / snapshot.FILE_NAME
-    data = json.loads(path.read_text())
-    data["plan"][0][0] = 42  # the first step: a number where a tagged step belongs
-    path.write_text(json.dumps(data))
+    header, plan = path.read_text().split("\n", 1)
+    data = json.loads(plan)
+    data[0][0] = 42  # the first step: a number where a tagged step belongs
+    path.write_text(header + "\n" + json.dumps(data))
     assert_same(load_project(pipelines, settings), cold)
-    assert json.loads(path.read_text())["plan"][0][0] != 42  # planned again and kept again
+    assert json.loads(path.read_text().split("\n", 1)[1])[0][0] != 42  # planned again and kept again
+
+
+def test_the_plan_of_another_key_is_not_parsed(pipelines: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trusted_now: None) -> None:
+    """The first load after an edit reads the kept plan's key line only."""
+    settings = LineageSettings(state_dir=str(tmp_path / "state"))
+    load_project(pipelines, settings)
+    parsed: list[int] = []
+    real = snapshot.json.loads
+    monkeypatch.setattr(snapshot.json, "loads", lambda b: parsed.append(len(b)) or real(b))
+    assert snapshot.read(settings.cache_dir, snapshot.Key("another", trusted=True)) is None
+    assert len(parsed) == 1 and parsed[0] < 200  # the header line alone
 
 
 def test_the_codec_checks_every_field_of_a_record_and_round_trips_each_kind() -> None:

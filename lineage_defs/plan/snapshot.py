@@ -45,7 +45,7 @@ from lineage_defs.plan.spec import AnyStep, HookScript, Project, StepHook
 if TYPE_CHECKING:  # the dbt room builds on plan, never the other way round
     from lineage_defs.dbt.project import DbtProject
 
-SNAPSHOT_VERSION = "snapshot-v1"
+SNAPSHOT_VERSION = "snapshot-v2"  # v2: the key on a first line of its own
 FILE_NAME = "plan-snapshot.json"
 # A file changed less than this before the load is not trusted by its stat (see the module's doc).
 TRUST_AFTER_NS = 2_000_000_000
@@ -112,10 +112,12 @@ def read(cache_dir: Path | None, k: Key | None) -> Snapshot | None:
     if cache_dir is None or k is None or not k.trusted:
         return None
     try:
-        data = json.loads((cache_dir / FILE_NAME).read_bytes())
-        if not isinstance(data, dict) or data.get("version") != SNAPSHOT_VERSION or data.get("key") != k.digest:
-            return None
-        value = decode(data.get("plan"), Snapshot)
+        with open(cache_dir / FILE_NAME, "rb") as f:
+            # the key first, on a line of its own: the plan of another key is not parsed (the first load after an edit)
+            header = json.loads(f.readline())
+            if not isinstance(header, dict) or header.get("version") != SNAPSHOT_VERSION or header.get("key") != k.digest:
+                return None
+            value = decode(json.loads(f.read()), Snapshot)
     except (OSError, ValueError, RecursionError, CodecError):
         return None
     return value if isinstance(value, Snapshot) else None
@@ -129,4 +131,4 @@ def write(cache_dir: Path | None, k: Key | None, snapshot: Snapshot) -> None:
         plan = encode(snapshot, Snapshot)
     except (TypeError, ValueError):
         return
-    write_json(cache_dir / FILE_NAME, {"version": SNAPSHOT_VERSION, "key": k.digest, "plan": plan})
+    write_json(cache_dir / FILE_NAME, plan, header={"version": SNAPSHOT_VERSION, "key": k.digest})
