@@ -28,7 +28,7 @@ RESOURCE_KEY = "lineage_duckdb"
 
 
 class RunSettingsConfig(Config):
-    """Where state lives and how to reach each substrate (``LineageSettings``' run fields)."""
+    """Where state lives and how to reach each substrate: LineageSettings' run fields (the UI shows this text as written)."""
 
     pipelines_dir: str
     state_dir: str
