@@ -21,6 +21,8 @@ every file last changed (content or metadata) more than ``TRUST_AFTER_NS``
 before the load began (what git's index calls "racily clean"); a folder
 edited a moment ago plans again until then. Data only, decoded by type
 (``plan.codec``) like the plan cache: a snapshot that does not decode is a miss.
+The file's first line is its version and key; the plan follows on the next, so
+a kept plan of another key is not parsed.
 """
 
 from __future__ import annotations
