@@ -56,6 +56,7 @@ import importlib
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -198,13 +199,19 @@ class MonitoredRunLauncher(DefaultRunLauncher):
     def supports_check_run_worker_health(self) -> bool:
         return True
 
+    def launch_run(self, context: Any) -> None:
+        clock = launch_clock()
+        if clock is not None:
+            self._instance.add_run_tags(context.dagster_run.run_id, {CLOCK_TAG: clock})
+        super().launch_run(context)
+
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         if not _launched_here(run.tags.get(GRPC_INFO_TAG)):
             return CheckRunHealthResult(WorkerStatus.RUNNING, "launched on another host: not checked from here")
         worker = _worker(self._instance, run.run_id)
         if worker is None:
             return CheckRunHealthResult(WorkerStatus.RUNNING, "no worker process recorded yet")
-        gone = _gone(*worker)
+        gone = _gone(*worker, clock=run.tags.get(CLOCK_TAG))
         return CheckRunHealthResult(WorkerStatus.FAILED, gone) if gone else CheckRunHealthResult(WorkerStatus.RUNNING)
 
 
@@ -220,13 +227,13 @@ def _worker(instance: Any, run_id: str) -> tuple[int, float, bool] | None:
     return None if pid is None else (pid, started, exited)
 
 
-def _gone(pid: int, started: float, exited: bool) -> str | None:
-    """Why the worker ``pid`` (started at ``started``) no longer runs the run; None while it does."""
+def _gone(pid: int, started: float, exited: bool, clock: str | None = None) -> str | None:
+    """Why the worker ``pid`` (which said it started at ``started``) no longer runs the run; None while
+    it does. ``clock``: the run's ``CLOCK_TAG``, the frame its worker's start is read in."""
     if exited:
         return f"the run worker (pid {pid}) exited before the run finished"
-    if process_alive(pid, started):
-        return None
-    return f"the run worker (pid {pid}) is gone: its process died (killed or crashed) mid-run"
+    why = _not_running(pid, started, _offset(clock))
+    return None if why is None else f"the run worker (pid {pid}) is gone: {why}"
 
 
 # -- the same check without run monitoring ---------------------------------------------------
@@ -271,7 +278,7 @@ def dead_worker(instance: Any, run: DagsterRun, now: float) -> str | None:
         here = _launched_here(run.tags[GRPC_INFO_TAG]) if GRPC_INFO_TAG in run.tags else _local_origin(run)
         if not here:
             return None
-        gone = _gone(*worker)
+        gone = _gone(*worker, clock=run.tags.get(CLOCK_TAG))
     elif status == "STARTING":
         launched = instance.get_run_stats(run.run_id).launch_time
         limit = float(instance.run_monitoring_start_timeout_seconds)
@@ -363,25 +370,73 @@ def _pid_of(message: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def process_alive(pid: int, not_after: float) -> bool:
-    """Whether process ``pid`` runs (a zombie does not) and started no later than ``not_after`` (epoch seconds; 2 s of slack)."""
+def process_alive(pid: int, not_after: float, offset: float | None = None) -> bool:
+    """Whether process ``pid`` runs (a zombie does not) and started no later than ``not_after`` (epoch
+    seconds; 2 s of slack). ``offset``: see ``_not_running``."""
+    return _not_running(pid, not_after, offset) is None
+
+
+def _not_running(pid: int, not_after: float, offset: float | None) -> str | None:
+    """Why no process ``pid`` that started by ``not_after`` runs; None when one does.
+
+    A process' start is read from /proc in seconds since boot and turned into epoch seconds with
+    ``offset`` (the wall clock minus the time since boot, as it was when ``not_after`` was read; see
+    ``launch_clock``), or, without one, with the kernel's boot time now — which moves by as much as
+    the wall clock is stepped (a VM's clock set right after a pause): stepped forward past the slack,
+    a worker that lives looks younger than its own start."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
+        return "its process died (killed or crashed) mid-run"
     except PermissionError:
         pass  # exists, someone else's
-    state, started = _proc_stat(pid)
+    state, since_boot = _proc_stat(pid)
     if state in ("Z", "X"):  # killed, not yet reaped: its parent died with it
-        return False
-    return started is None or started <= not_after + 2.0
+        return "its process died (killed or crashed) mid-run and is a zombie nobody has reaped"
+    if since_boot is None:
+        return None
+    started = since_boot + (offset if offset is not None else _boot_time())
+    if started <= not_after + 2.0:
+        return None
+    return (f"its process died mid-run: pid {pid} now belongs to a process that started {started - not_after:.1f} s "
+            "after the worker's own start event (the pid was reused)")
 
 
 def _proc_stat(pid: int) -> tuple[str | None, float | None]:
-    """(state letter, start time in epoch seconds) of process ``pid`` from /proc; Nones where there is no /proc."""
+    """(state letter, start time in seconds since boot) of process ``pid`` from /proc; Nones where there is no /proc."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
-        return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, StopIteration, IndexError):
+        return fields[0], int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
         return None, None
+
+
+def _boot_time() -> float:
+    """The kernel's boot time now, in epoch seconds (whole ones)."""
+    return float(next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime ")))
+
+
+# The clock a run's worker is judged by: "<boot id> <wall clock minus seconds since boot>", taken on
+# the host and at the moment the run is launched, seconds before its worker writes its start event.
+CLOCK_TAG = "lineage/launch_clock"
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def launch_clock() -> str | None:
+    """The value of ``CLOCK_TAG`` here and now; None where there is no /proc."""
+    try:
+        boot = _BOOT_ID.read_text().strip()
+    except OSError:
+        return None
+    return f"{boot} {time.time() - time.clock_gettime(time.CLOCK_BOOTTIME):.3f}"
+
+
+def _offset(clock: str | None) -> float | None:
+    """The wall-clock offset of ``clock`` (a ``CLOCK_TAG`` value) when it was taken on this boot of this host; else None."""
+    boot, _, offset = (clock or "").partition(" ")
+    try:
+        return float(offset) if boot and boot == _BOOT_ID.read_text().strip() else None
+    except (OSError, ValueError):
+        return None
+
+

@@ -250,3 +250,59 @@ def test_the_monitored_launcher_finds_a_dead_run_worker() -> None:
         assert not process_alive(os.getpid(), time.time() - 3600), "a pid that started after the worker did is another process"
         instance.add_run_tags(run.run_id, {GRPC_INFO_TAG: json.dumps({"host": "10.1.2.3", "port": 4266})})
         assert check(instance.get_run_by_id(run.run_id)).status == WorkerStatus.RUNNING  # another host's worker: never failed from here
+
+
+def test_a_worker_that_lives_is_not_failed_when_the_wall_clock_is_stepped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A VM's wall clock set right after a pause moves the kernel's boot time (wall clock minus time
+    since boot) by the step: read through it, a live worker looks younger than its own start event.
+    Read through the clock its launch recorded (``CLOCK_TAG``) it is alive; a pid taken by a younger
+    process is still told apart, and a clock of another boot is not used."""
+    import json
+    import time
+
+    from dagster._core.events import EngineEventData
+    from dagster._core.launcher import WorkerStatus
+    from dagster._core.storage.tags import GRPC_INFO_TAG
+
+    from lineage_defs import dagster_storage
+    from lineage_defs.dagster_storage import CLOCK_TAG, launch_clock, process_alive
+
+    @dg.asset
+    def one() -> int:
+        return 1
+
+    overrides = {"run_launcher": {"module": "lineage_defs.dagster_storage", "class": "MonitoredRunLauncher"}}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        run_id = dg.materialize([one], instance=instance).run_id
+        clock = launch_clock()
+        assert clock is not None
+        instance.add_run_tags(run_id, {GRPC_INFO_TAG: json.dumps({"host": "localhost", "port": 4266})})
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            time.sleep(0.2)
+            run = instance.get_run_by_id(run_id)
+            assert run is not None
+            instance.report_engine_event(f"Started process for run (pid: {worker.pid}).", run, EngineEventData.in_process(worker.pid))
+            check = instance.run_launcher.check_run_worker_health
+            assert check(run).status == WorkerStatus.RUNNING
+            stepped = dagster_storage._boot_time() + 60  # the wall clock set 60 s forward since
+            monkeypatch.setattr(dagster_storage, "_boot_time", lambda: stepped)
+            without = check(run)  # an older run, launched without the tag: judged by the boot time now
+            assert without.status == WorkerStatus.FAILED and "reused" in (without.msg or ""), without
+            instance.add_run_tags(run_id, {CLOCK_TAG: clock})
+            run = instance.get_run_by_id(run_id)
+            assert run is not None
+            assert check(run).status == WorkerStatus.RUNNING, "judged by its launch's clock, the live worker lives"
+            offset = float(clock.split()[1])
+            assert not process_alive(worker.pid, time.time() - 3600, offset), "a process younger than the start event is another one"
+            other_boot = f"00000000-0000-0000-0000-000000000000 {offset}"
+            instance.add_run_tags(run_id, {CLOCK_TAG: other_boot})
+            assert check(instance.get_run_by_id(run_id)).status == WorkerStatus.FAILED, "another boot's clock: the boot time now"
+            worker.kill()
+            worker.wait()
+            instance.add_run_tags(run_id, {CLOCK_TAG: clock})
+            dead = check(instance.get_run_by_id(run_id))
+            assert dead.status == WorkerStatus.FAILED and "died (killed or crashed)" in (dead.msg or ""), dead
+        finally:
+            worker.kill()
+            worker.wait()

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from lineage_defs.dagster_storage import process_alive
+from lineage_defs.dagster_storage import CLOCK_TAG, process_alive
 from services import VENV_BIN, Daemon, Tansu, wait_for
 from triggers_support import finished, runs, skip_reasons, table_rows, write_steps
 
@@ -182,6 +182,7 @@ def test_a_crash_of_the_whole_daemon_group_mid_run_loses_and_duplicates_nothing(
     victim = wait_for("a run executing with its rows committed", executing, 300, _logs(world))
     worker = _worker_pid(instance, victim.run_id)
     assert worker is not None
+    assert CLOCK_TAG in victim.tags, "the launch recorded the clock its worker is judged by"
     killed = daemon.crash()
     assert worker in killed, "the run worker was part of the group the crash took down"
     assert not process_alive(worker, time.time()), "the worker is dead (at most a zombie nobody reaps)"

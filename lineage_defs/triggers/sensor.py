@@ -156,6 +156,10 @@ def run_config_of(context: Any) -> dict[str, Any] | None:
 
 
 def request(b: Batch, v: Verdict, stream: str, pdef: PartitionsDefinition | None, policy: Policy, run_config: dict[str, Any] | None = None) -> RunRequest:
+    # the clock its worker is judged by on an instance without our launcher (``dagster_storage.dead_worker``)
+    from lineage_defs.dagster_storage import CLOCK_TAG, launch_clock
+
+    clock = launch_clock()
     return RunRequest(
         run_key=v.run_key,
         run_config=run_config or {},
@@ -168,6 +172,7 @@ def request(b: Batch, v: Verdict, stream: str, pdef: PartitionsDefinition | None
             REPLAY_TAG: str(b.replay),
             MAX_RETRIES_TAG: str(policy.retries),
             RETRY_ON_FAILURE_TAG: "true",
+            **({CLOCK_TAG: clock} if clock is not None else {}),
         },
     )
 
