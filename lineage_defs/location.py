@@ -117,6 +117,13 @@ def build_definitions(
         return merged
     finally:
         if paused:
+            # What the load made lives as long as the process (a code server, a run worker): moved out
+            # of the collector's generations (gc.freeze), it is not walked again. Left in them, the
+            # first collections after the load walk it three times over, young, middle and old
+            # (0.5 s at 2,000 scripts, paid by whatever the process does next). The price: cyclic
+            # garbage made before this point is never freed — the load's own is Dagster's
+            # resource-dependency closures, some 3 KB per asset.
+            gc.freeze()
             gc.enable()
 
 

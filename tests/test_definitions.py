@@ -141,3 +141,35 @@ def test_lineage_definitions_names_a_module_or_file_and_says_what_is_wrong(tmp_p
         user_definitions(str(tmp_path / "missing.py"))
     assert "no Python file" in str(e.value)
     assert LineageSettings.from_env({"LINEAGE_DEFINITIONS": f"a.b, {good}:other"}).definitions == ("a.b", f"{good}:other")
+
+
+LOAD_AND_LOOK = """
+import gc, sys
+from lineage_defs import LineageSettings, build_definitions
+if sys.argv[3] == "off":
+    gc.disable()
+frozen = gc.get_freeze_count()
+defs = build_definitions(sys.argv[1], settings=LineageSettings(state_dir=sys.argv[2]))
+walked = {id(o) for o in gc.get_objects()}  # the collector's generations
+specs = list(defs.resolve_all_asset_specs())
+print(gc.isenabled(), gc.get_freeze_count() - frozen, id(defs) in walked, any(id(s) in walked for s in specs), len(specs))
+"""
+
+
+def test_a_load_leaves_nothing_for_the_collector_to_walk_again(tmp_path: Path) -> None:
+    """The definitions a load made live as long as its process: they are moved out of the cyclic
+    collector's generations (``gc.freeze``), so its next passes do not walk them; the collector is on
+    again afterwards. A caller that turned the collector off keeps it off, and nothing is frozen."""
+    folder = tmp_path / "pipelines"
+    (folder / "p").mkdir(parents=True)
+    for i in range(3):
+        (folder / "p" / f"t{i}.sql").write_text(f"-- pipeline\n-- materialize ducklake://main/t{i}\nSELECT {i} AS n\n")
+    on = subprocess.run([sys.executable, "-c", LOAD_AND_LOOK, str(folder), str(tmp_path / "state"), "on"],
+                        capture_output=True, text=True, timeout=120)
+    enabled, frozen, defs_walked, specs_walked, n = on.stdout.split()
+    assert (enabled, defs_walked, specs_walked, n) == ("True", "False", "False", "3"), on.stdout + on.stderr
+    assert int(frozen) > 1000, on.stdout
+    off = subprocess.run([sys.executable, "-c", LOAD_AND_LOOK, str(folder), str(tmp_path / "state"), "off"],
+                         capture_output=True, text=True, timeout=120)
+    enabled, frozen, defs_walked, _, _ = off.stdout.split()
+    assert (enabled, frozen, defs_walked) == ("False", "0", "True"), off.stdout + off.stderr
