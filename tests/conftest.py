@@ -205,6 +205,7 @@ def start_demo(root: Path, make: bool = False) -> Any:
         DAGSTER_HOME=str(home),
         DAGSTER_EVENT_BATCH_SIZE="1000",  # as the Makefile exports it
         LINEAGE_DEFINITIONS=str(REPO / "examples" / "python_assets.py"),  # the example's hand-written assets, as the Makefile sets them
+        PYTHONFAULTHANDLER="1",  # a run worker that crashes in native code leaves its Python stack in dagster.log
     )
     cli = shutil.which("lineage-defs", path=str(Path(sys.executable).parent))
     assert cli, "the lineage-defs CLI is not installed next to this Python"

@@ -96,7 +96,22 @@ def browser(walk: DagsterDev, tmp_path: Path, request: pytest.FixtureRequest) ->
         b.screenshot(tmp_path / "failure.png")
         (tmp_path / "failure.html").write_text(b.driver.page_source)
         print(f"the page at the failure: {tmp_path / 'failure.png'}")
+        print(trouble(walk.log_path.parent / "state" / "demo" / "dagster.log"))
     b.close()
+
+
+TROUBLE = ("Traceback", "Error", "error", "Fatal Python error", "signal", "heartbeat", "Killed", "exited", "terminated")
+
+
+def trouble(log: Path, lines: int = 80) -> str:
+    """The last ``lines`` lines of the demo's whole Dagster output (its code server's and run workers'
+    included) that tell of a failure: a CI run's only record of why a run worker died."""
+    try:
+        text = log.read_text(errors="replace").splitlines()
+    except OSError as e:
+        return f"(no {log}: {e})"
+    hits = [line for line in text if any(t in line for t in TROUBLE)]
+    return f"{log}, the last {min(lines, len(hits))} of {len(hits)} lines telling of trouble:\n" + "\n".join(hits[-lines:])
 
 
 def dialog(b: Browser) -> Any:
