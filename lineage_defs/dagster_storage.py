@@ -438,5 +438,3 @@ def _offset(clock: str | None) -> float | None:
         return float(offset) if boot and boot == _BOOT_ID.read_text().strip() else None
     except (OSError, ValueError):
         return None
-
-

@@ -100,7 +100,7 @@ def browser(walk: DagsterDev, tmp_path: Path, request: pytest.FixtureRequest) ->
     b.close()
 
 
-TROUBLE = ("Traceback", "Error", "error", "Fatal Python error", "signal", "heartbeat", "Killed", "exited", "terminated")
+TROUBLE = ("Traceback", "Error", "ERROR", "Fatal Python error", "signal", "heartbeat", "Killed", "exited", "terminated")
 
 
 def trouble(log: Path, lines: int = 80) -> str:
