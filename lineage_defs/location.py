@@ -33,6 +33,7 @@ from lineage_defs.sensors.hooks import hook_definitions
 from lineage_defs.settings import LineageSettings, OnInvalid
 
 log = logging.getLogger("lineage_defs")
+_FROZEN: list[bool] = []  # whether a load of this process froze what it made (build_definitions)
 
 # Each kind of step builds its own assets: scripts one multi-asset each, dbt projects theirs.
 # Inputs no step produces get no spec: Dagster draws them from the dependencies (``BuildContext.dep``).
@@ -117,13 +118,16 @@ def build_definitions(
         return merged
     finally:
         if paused:
-            # What the load made lives as long as the process (a code server, a run worker): moved out
-            # of the collector's generations (gc.freeze), it is not walked again. Left in them, the
-            # first collections after the load walk it three times over, young, middle and old
-            # (0.5 s at 2,000 scripts, paid by whatever the process does next). The price: cyclic
+            # What the first load of a process made lives as long as it (a code server, a run worker):
+            # moved out of the collector's generations (gc.freeze), it is not walked again. Left in
+            # them, the first collections after the load walk it three times over, young, middle and
+            # old (0.5 s at 2,000 scripts, paid by whatever the process does next). The price: cyclic
             # garbage made before this point is never freed — the load's own is Dagster's
-            # resource-dependency closures, some 3 KB per asset.
-            gc.freeze()
+            # resource-dependency closures, some 3 KB per asset — so a process that loads again (a
+            # notebook, a test session) does not freeze again.
+            if not _FROZEN:
+                gc.freeze()
+                _FROZEN.append(True)
             gc.enable()
 
 
